@@ -1,0 +1,41 @@
+// common/gemm.cuh: the one raw-pointer contract every CUDA stage implements.
+//
+// A stage file defines, inside `namespace sNN_slug`, for each element type T its header's
+// Dtype line names (float for fp32/tf32, __half for fp16, __nv_bfloat16 for bf16):
+//
+//   const char* unsupported(const gemm::Problem<T>& p);   // nullptr, or why it cannot run p
+//   cudaError_t launch(const gemm::Problem<T>& p, cudaStream_t stream);
+//
+// `study` generates the Python binding from the header, checks dtype/device/shape/aliasing
+// itself, then calls unsupported() (its message becomes a ValueError) and launch().
+// This header is included by host C++ (the generated binding) as well as by nvcc, so it holds
+// plain data only: no kernels, no torch.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace gemm {
+
+// C = alpha * A @ B + beta * C, all row-major with leading dimensions in elements.
+//   A: [M][K] at A[m * lda + k]
+//   B: layout NN: [K][N] at B[k * ldb + n]
+//      layout NT: [N][K] at B[n * ldb + k]   (B is the transposed view of an N x K tensor)
+//   C: [M][N] at C[m * ldc + n]
+// M, N, K >= 1 when launch() is called (the binding handles empty problems).
+// Every offset fits in int32: the binding refuses problems where it would not.
+// beta == 0 means C is write-only: a stage must not read it (it may hold NaN).
+template <typename T>
+struct Problem {
+  const T* A;
+  const T* B;
+  T* C;
+  int M, N, K;
+  int lda, ldb, ldc;
+  float alpha, beta;
+};
+
+// Integer ceiling division, for grid sizes.
+__host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace gemm

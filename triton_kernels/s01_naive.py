@@ -1,0 +1,58 @@
+"""s01_naive: one program per strip of C, scalar loop over K
+
+Change: the starting point: each program owns BLOCK_N consecutive elements of one row of C and
+        walks K one step at a time, multiplying a scalar of A by a row segment of B.
+Why:    no tile reuse: every step loads 1 float of A and BLOCK_N floats of B for 2*BLOCK_N FLOPs,
+        intensity ~0.5 FLOP/B, deep in the memory-bound region like the CUDA naive kernel.
+Expect: ~2-5% of cuBLAS FP32 at 4096^3
+Limits: N <= 8388480 (grid axis 1 holds N/128 programs, limit 65535), else ValueError
+Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+Pair:   cuda_src/s01_naive.cu
+"""
+import triton
+import triton.language as tl
+
+BLOCK_N = 128  # columns of C per program: 128 consecutive floats, coalesced loads of B
+
+
+@triton.jit
+def s01_naive_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                     BLOCK_N: tl.constexpr, BETA_ZERO: tl.constexpr):
+    # --- tile assignment: program (n-strip, row m) -------------------------------------
+    m = tl.program_id(0)       # axis 0 holds up to 2^31-1 programs: any M
+    pid_n = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    mask_n = offs_n < N
+
+    # --- operand staging: none; a scalar of A and a row segment of B per step ------------
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+
+    # --- loop over K -------------------------------------------------------------------
+    for k in range(0, K):
+        a = tl.load(a_ptr + m * lda + k)                                   # scalar
+        b = tl.load(b_ptr + k * ldb + offs_n, mask=mask_n, other=0.0)      # [BLOCK_N]
+        acc += a * b
+
+    # --- epilogue: beta == 0 never reads C ---------------------------------------------
+    c_ptrs = c_ptr + m * ldc + offs_n
+    out = alpha * acc
+    if not BETA_ZERO:
+        out += beta * tl.load(c_ptrs, mask=mask_n, other=0.0)
+    tl.store(c_ptrs, out, mask=mask_n)
+
+
+def matmul(a, b, c, alpha=1.0, beta=0.0):
+    """c = alpha * a @ b + beta * c on checked fp32 tensors (study validates the arguments)."""
+    M, K = a.shape
+    N = b.shape[1]
+    grid = (M, triton.cdiv(N, BLOCK_N))
+    s01_naive_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+                           float(alpha), float(beta), BLOCK_N=BLOCK_N, BETA_ZERO=(beta == 0))
+    return c
+
+
+def unsupported(a, b, c):
+    """None, or why this stage cannot run the problem (study raises it as ValueError)."""
+    if triton.cdiv(b.shape[1], BLOCK_N) > 65535:
+        return "N must be <= 8388480: grid axis 1 holds N/128 programs (limit 65535)"
+    return None
