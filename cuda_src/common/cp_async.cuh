@@ -1,0 +1,41 @@
+// common/cp_async.cuh: cp.async (sm_80+) wrappers: global -> shared copies that bypass registers.
+//
+// A cp.async copy is issued by one thread and lands in shared memory asynchronously (SASS
+// LDGSTS). Copies are grouped with commit(); wait<N>() blocks until at most N of this thread's
+// most recent groups are still in flight. Other threads see the data only after a barrier.
+// Used by every pipelined stage (s06 onwards), so the PTX lives here once.
+#pragma once
+#include <cstdint>
+
+namespace gemm {
+
+// Shared-memory address of a generic pointer, as the 32-bit value PTX shared-state ops take.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte copy with zero fill: reads src_bytes (0..16) bytes from gmem_src and writes zeros to
+// the rest of the 16 destination bytes. src_bytes == 0 reads nothing (the address must still be
+// a valid pointer: pass the tensor base), which is how tiles past M, N or K become zeros
+// without a branch. Both addresses must be 16-byte aligned. .cg: cache in L2 only, since each
+// tile is read once per block from global memory and then re-read from shared memory.
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(smem_u32(smem_dst)), "l"(gmem_src), "r"(src_bytes));
+}
+
+// 4-byte copy with zero fill (src_bytes 0 or 4); .ca because 4-byte copies may not use .cg.
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+               :: "r"(smem_u32(smem_dst)), "l"(gmem_src), "r"(src_bytes));
+}
+
+// Close the current group of copies issued by this thread (an empty group is legal and keeps
+// the group count in step with the pipeline's stage count).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Wait until at most N committed groups of this thread are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+}  // namespace gemm
