@@ -1,0 +1,182 @@
+// s12_tma_wgmma: Hopper TMA tile loads + wgmma from swizzled shared memory, mbarrier pipeline
+//
+// Change: vs s11, the copy engine (TMA) moves whole 128x64 tiles into 128B-swizzled shared memory
+//         and signals an mbarrier; two warpgroups multiply them with wgmma.mma_async m64n128k16
+//         straight from shared memory (no ldmatrix, no fragments in registers for A or B);
+//         a 3-stage ring of full/empty mbarriers replaces cp.async groups and __syncthreads.
+// Why:    one thread issues 2 TMA instructions per 32 KB k-step instead of 256 threads issuing
+//         2048 16-byte cp.async, and one wgmma does 64x128x16 per warpgroup (131k MACs) where
+//         mma.sync did 16x8x16 per warp: issue slots stop being the limit. Tile 128x128x64 =
+//         128*64*2*2 B = 32 KB per stage, 2*128*128*64 = 2.1 MFLOP per stage: 64 FLOP/B from
+//         shared memory and 2*128*128/(2*(128+128)) = 64 FLOP/B of L2/DRAM traffic per tile,
+//         well right of the BF16 ridge (~266 FLOP/B from DRAM holds with L2 reuse). 3 stages x
+//         32 KB = 96 KB, so 2 CTAs share an SM: one CTA's prologue/epilogue hides under the
+//         other's main loop.
+// Expect: ~70-80% of cuBLAS FP16/BF16 at 4096^3 (~2x s11: wgmma runs at the full Hopper
+//         tensor rate, mma.sync at about half)
+// Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
+//         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1
+//         and any ldc (tails: TMA zero fill in, predicated stores out)
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+// Pair:   triton_kernels/s12_tma_wgmma.py
+#include "common/gemm.cuh"
+#include "common/hopper.cuh"
+
+namespace s12_tma_wgmma {
+
+constexpr int BM = 128;              // CTA tile rows: two warpgroups x 64 rows (wgmma M is 64)
+constexpr int BN = 128;              // CTA tile cols: one m64n128k16 per warpgroup per k16 step
+constexpr int BK = 64;               // 64 x 2 B = one 128-byte swizzle line per tile row
+constexpr int STAGES = 3;            // ring depth: 3 x 32 KB = 96 KB, two CTAs per SM fit
+constexpr int CONSUMERS = 2;         // warpgroups issuing wgmma
+constexpr int THREADS = CONSUMERS * 128;
+constexpr int GROUP_M = 8;           // tile rows per group of the L2-friendly launch order
+constexpr int WG_M = BM / CONSUMERS; // rows per warpgroup
+constexpr int A_TILE = BM * BK;      // elements per stage of A
+constexpr int B_TILE = BN * BK;      // elements per stage of B
+constexpr int STAGE_BYTES = (A_TILE + B_TILE) * 2;
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + room to align the ring to 1024 B
+static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
+static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
+static_assert(BK % 16 == 0, "wgmma consumes K in steps of 16");
+static_assert((A_TILE * 2) % 1024 == 0 && (B_TILE * 2) % 1024 == 0,
+              "every tile must start on a 1024-byte swizzle atom");
+static_assert(BM <= 256 && BN <= 256, "a TMA box dimension is at most 256 elements");
+static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per SM must fit in 227 KB of shared memory");
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS, 2)
+kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+       gemm::Problem<T> p, int vec2_ok) {
+  // Shared memory: [STAGES][BM][BK] A tiles, [STAGES][BN][BK] B tiles (B stored [N][K]),
+  // each 1024-byte aligned for the 128B swizzle; then the barriers.
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* sA = reinterpret_cast<T*>(smem);
+  T* sB = reinterpret_cast<T*>(smem + STAGES * A_TILE * 2);
+  __shared__ uint64_t full[STAGES];   // completes when a stage's TMA bytes have all landed
+  __shared__ uint64_t empty[STAGES];  // completes when all 8 warps finished reading a stage
+
+  // --- tile assignment: grouped order (GROUP_M tile rows sweep N together) for L2 reuse --------
+  const int tiles_m = gemm::cdiv(p.M, BM), tiles_n = gemm::cdiv(p.N, BN);
+  const int per_group = GROUP_M * tiles_n;
+  const int group = blockIdx.x / per_group;
+  const int first_m = group * GROUP_M;
+  const int group_rows = min(tiles_m - first_m, GROUP_M);
+  const int tm = first_m + (blockIdx.x % per_group) % group_rows;
+  const int tn = (blockIdx.x % per_group) / group_rows;
+  const int m0 = tm * BM, n0 = tn * BN;
+
+  const int tid = threadIdx.x;
+  const int wg = tid / 128;            // consumer warpgroup: rows wg*64 .. wg*64+63 of the tile
+  const int KT = gemm::cdiv(p.K, BK);  // K tail: TMA zero-fills columns k >= K
+
+  if (tid == 0) {
+    hopper::tma_prefetch_desc(&tmap_a);
+    hopper::tma_prefetch_desc(&tmap_b);
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbar_init(&full[s], 1);               // one arrive.expect_tx by the issuing thread
+      hopper::mbar_init(&empty[s], THREADS / 32);   // one arrival per consumer warp
+    }
+    hopper::fence_barrier_init();
+  }
+  __syncthreads();
+
+  // --- operand staging: thread 0 fills the ring; slots come back through `empty` -------------
+  auto issue = [&](int kt) {
+    const int s = kt % STAGES;
+    hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // full box bytes, zero-fill included
+    hopper::tma_load_2d(sA + s * A_TILE, &tmap_a, &full[s], kt * BK, m0);
+    hopper::tma_load_2d(sB + s * B_TILE, &tmap_b, &full[s], kt * BK, n0);
+  };
+  if (tid == 0)
+    for (int kt = 0; kt < min(STAGES, KT); ++kt) issue(kt);
+
+  // --- loop over K: wait full -> 4 wgmma (k16 each) -> keep one batch in flight --------------
+  float acc[BN / 2] = {};  // 64 x 128 fp32 per warpgroup = 64 registers per thread
+  for (int kt = 0; kt < KT; ++kt) {
+    const int s = kt % STAGES;
+    hopper::mbar_wait(&full[s], (kt / STAGES) & 1);
+    const T* a = sA + s * A_TILE + wg * WG_M * BK;  // this warpgroup's 64 rows of the A tile
+    const T* b = sB + s * B_TILE;
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BK / 16; ++k)  // +16 elements = +32 B inside the swizzled line
+      hopper::Wgmma<T, BN>::mma(acc, hopper::desc_sw128(a + k * 16), hopper::desc_sw128(b + k * 16),
+                                kt > 0 || k > 0);
+    hopper::wgmma_commit();
+    // Batch kt may still run; batch kt-1 is done, so its stage can be refilled.
+    hopper::wgmma_wait<1>();
+    hopper::fence_regs(acc);
+    if (kt > 0) {
+      const int sp = (kt - 1) % STAGES;
+      if (tid % 32 == 0) hopper::mbar_arrive(&empty[sp]);
+      // Thread 0 refills that slot with k-step kt-1+STAGES once every warp has released it.
+      if (tid == 0 && kt - 1 + STAGES < KT) {
+        hopper::mbar_wait(&empty[sp], ((kt - 1) / STAGES) & 1);
+        issue(kt - 1 + STAGES);
+      }
+    }
+  }
+  hopper::wgmma_wait<0>();
+  hopper::fence_regs(acc);
+
+  // --- epilogue: fp32 accumulators -> alpha/beta -> T, stores predicated against M and N ------
+  // Fragment (see hopper::Wgmma): acc[4j + 2h + {0,1}] is row lane/4 + 8h of this warp's 16
+  // rows, columns 8j + 2*(lane%4) + {0,1}. A quad writes 16 contiguous bytes of one row.
+  const int warp = (tid % 128) / 32, lane = tid % 32;
+  const int row_base = m0 + wg * WG_M + warp * 16 + lane / 4;
+  const int col_base = n0 + 2 * (lane % 4);
+  using C = hopper::Cvt<T>;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_base + 8 * h;
+    if (row >= p.M) continue;
+    T* crow = p.C + static_cast<size_t>(row) * p.ldc;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = col_base + 8 * j;
+      float v0 = p.alpha * acc[4 * j + 2 * h], v1 = p.alpha * acc[4 * j + 2 * h + 1];
+      if (vec2_ok && col + 1 < p.N) {  // both columns in range and 4-byte aligned: one store
+        auto* dst = reinterpret_cast<typename C::T2*>(crow + col);
+        if (p.beta != 0.f) {
+          const float2 c = C::unpack(*dst);
+          v0 += p.beta * c.x;
+          v1 += p.beta * c.y;
+        }
+        *dst = C::pack(v0, v1);
+      } else {  // ragged right edge, odd ldc or unaligned C: element by element
+        if (col < p.N) crow[col] = C::one(p.beta != 0.f ? v0 + p.beta * C::load(crow[col]) : v0);
+        if (col + 1 < p.N)
+          crow[col + 1] = C::one(p.beta != 0.f ? v1 + p.beta * C::load(crow[col + 1]) : v1);
+      }
+    }
+  }
+}
+
+template <typename T>
+const char* unsupported_t(const gemm::Problem<T>& p) {
+  return hopper::tma_operand_problem(p.A, p.M, p.lda, p.B, p.N, p.ldb);
+}
+
+template <typename T>
+cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
+  CUtensorMap ta, tb;
+  cudaError_t e = hopper::make_tmap_kmajor(&ta, p.A, p.M, p.K, p.lda, BM);  // A: [M][K]
+  if (e != cudaSuccess) return e;
+  e = hopper::make_tmap_kmajor(&tb, p.B, p.N, p.K, p.ldb, BN);              // B: [N][K]
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
+  const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, BN);
+  kernel<T><<<tiles, THREADS, SMEM_BYTES, stream>>>(ta, tb, p, vec2_ok);
+  return cudaGetLastError();
+}
+
+const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
+const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }
+cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t s) { return launch_t(p, s); }
+cudaError_t launch(const gemm::Problem<__nv_bfloat16>& p, cudaStream_t s) { return launch_t(p, s); }
+
+}  // namespace s12_tma_wgmma
