@@ -1,0 +1,112 @@
+"""Autotuning of CUDA stages that expose several tile configurations (s08).
+
+The search is part of the product: the first call on a new shape class times every
+configuration on the caller's operands (into a scratch output, so C is never touched), keeps the
+fastest, and caches the choice per GPU, stage, precision and shape class in a JSON file
+(STUDY_CACHE_DIR, default <repo>/build). `study.autotune.table()` shows what was chosen.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+from . import device
+from .registry import ROOT
+
+_lock = threading.Lock()
+_cache: dict | None = None
+_last_search: dict = {}
+
+
+def cache_path() -> Path:
+    return Path(os.environ.get("STUDY_CACHE_DIR", ROOT / "build")) / "autotune.json"
+
+
+def shape_class(M: int, N: int, K: int) -> str:
+    """Bucket each size to the next power of two: configs that win at 4000 win at 4096."""
+    def up(x):
+        return 1 << max(0, (x - 1).bit_length())
+    return f"{up(M)}x{up(N)}x{up(K)}"
+
+
+def _key(kern, p) -> str:
+    return f"{device.gpu_name()}|{kern.name}|{p.precision}|{p.layout}|{shape_class(p.M, p.N, p.K)}"
+
+
+def _load() -> dict:
+    global _cache
+    if _cache is None:
+        try:
+            _cache = json.loads(cache_path().read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            _cache = {}
+    return _cache
+
+
+def _save():
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(_cache, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def time_config(kern, p, a, b, c, config: int, reps: int = 5) -> float:
+    """Median milliseconds of one configuration (events, after one warm-up launch)."""
+    args = kern._args(p, a, b, c, 1.0, 0.0)
+    launch = getattr(kern.module, f"launch_{p.precision}")
+    stream = torch.cuda.current_stream(a.device)
+    launch(*args, stream.cuda_stream, config)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        launch(*args, stream.cuda_stream, config)
+        end.record(stream)
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def choose(kern, p, a, b) -> int:
+    """The cached best configuration for this problem's shape class, searching if needed."""
+    key = _key(kern, p)
+    with _lock:
+        cache = _load()
+        if key in cache:
+            return cache[key]["config"]
+        scratch = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
+        from .kernels import Problem
+
+        q = Problem(p.M, p.N, p.K, p.lda, p.ldb, p.N, p.precision, p.layout)
+        names = kern.configs()
+        times = {}
+        for i, name in enumerate(names):
+            try:
+                times[i] = time_config(kern, q, a, b, scratch, i)
+            except RuntimeError:  # a configuration that cannot launch here is simply not chosen
+                continue
+        if not times:
+            raise RuntimeError(f"{kern.name}: no configuration could run {p.M}x{p.N}x{p.K}")
+        best = min(times, key=times.get)
+        cache[key] = {"config": best, "name": names[best], "ms": times[best],
+                      "searched": {names[i]: t for i, t in times.items()}}
+        _last_search[key] = cache[key]
+        _save()
+        return best
+
+
+def table():
+    """The cached choices as a DataFrame (gpu, stage, precision, layout, shape class, config)."""
+    import pandas as pd
+
+    rows = []
+    for key, val in _load().items():
+        gpu, stage, prec, layout, shape = key.split("|")
+        rows.append({"gpu": gpu, "stage": stage, "precision": prec, "layout": layout,
+                     "shape_class": shape, "config": val["name"], "ms": val["ms"]})
+    return pd.DataFrame(rows)
