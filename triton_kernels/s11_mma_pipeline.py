@@ -1,0 +1,111 @@
+"""s11_mma_pipeline: deep pipeline, grouped order, autotuned fp16/bf16 tiles
+
+Change: vs s10, the K loop is pipelined 3-5 stages deep with BLOCK_K=64, programs walk C in
+        groups of GROUP_M tile rows, and @triton.autotune picks among five Hopper tile shapes
+        per (M, N, K) and dtype.
+Why:    a 128x256 tile reaches 2*128*256 / ((128+256)*2) = 85 FLOP/B of loads (s10's 128x128:
+        64), and a stage of (128+256)*64*2 B = 48 KiB x 3-4 stages (144-192 KiB of 227) keeps
+        2-3 K steps of 4 MFLOP each in flight, enough to cover DRAM latency at full MMA rate.
+        Grouped order, 8192^3 with 128x256 tiles: a wave of 132 programs in row-major order
+        touches 4 A strips (2 MiB each) + 32 B strips (4 MiB each) = 136 MiB; grouped by 8 tile
+        rows it touches 8 A + 17 B strips = 84 MiB, 1.6x less DRAM traffic (at 4096^3 a wave
+        spans only ~8 tile rows either way, so grouping matters little there).
+Expect: ~1.15x s10 at 4096^3; >= 95% of cuBLAS FP16/BF16 at 4096^3 and 8192^3
+Limits: none (any M, N, K >= 1)
+Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
+Pair:   cuda_src/s11_mma_pipeline.cu
+"""
+import os
+
+import triton
+import triton.language as tl
+
+GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
+
+
+def _config(bm, bn, bk, stages, warps):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
+                         num_stages=stages, num_warps=warps)
+
+
+# Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B.
+CONFIGS = [
+    _config(128, 256, 64, 3, 8),   # 144 KiB; 8 warps = 2 warpgroups of 64x256 wgmma
+    _config(128, 256, 64, 4, 8),   # 192 KiB; one more stage of latency cover
+    _config(256, 128, 64, 3, 8),   # 144 KiB; the transposed shape, for tall problems
+    _config(128, 128, 64, 4, 4),   # 128 KiB; more programs for small problems
+    _config(128, 128, 64, 5, 8),   # 160 KiB; 2 warpgroups of 64x128, deepest pipeline
+]
+for _c in CONFIGS:
+    _bk, _bm, _bn = _c.kwargs["BLOCK_K"], _c.kwargs["BLOCK_M"], _c.kwargs["BLOCK_N"]
+    assert _bk % 16 == 0, "BLOCK_K must be a multiple of 16 (fp16 MMA k-step)"
+    assert _bm % 64 == 0 and _bn % 8 == 0 and _bn <= 256, "tile must fit wgmma (M % 64, N % 8, N <= 256)"
+    assert _c.num_stages * (_bm + _bn) * _bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
+
+# The interpreter (CPU checks) cannot time configurations: it runs the first one only.
+if os.environ.get("TRITON_INTERPRET") == "1":
+    CONFIGS = CONFIGS[:1]
+
+
+# restore_value: autotune runs each config several times; with beta != 0 each run would
+# accumulate into C, so C is saved before timing and restored after.
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"])
+@triton.jit
+def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                            GROUP_M: tl.constexpr, BETA_ZERO: tl.constexpr):
+    # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows --------------------
+    # Consecutive programs (running at the same time) cover a GROUP_M x many block of C:
+    # they share A strips within the group and B strips across it, both held in L2.
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    tiles_per_group = GROUP_M * grid_n
+    group = pid // tiles_per_group
+    first_m = group * GROUP_M
+    group_rows = min(grid_m - first_m, GROUP_M)     # the last group may be shorter
+    pid_m = first_m + (pid % tiles_per_group) % group_rows
+    pid_n = (pid % tiles_per_group) // group_rows
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # [BLOCK_M]
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # [BLOCK_N]
+    offs_k = tl.arange(0, BLOCK_K)                     # [BLOCK_K]
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+
+    # --- operand staging: pointer tiles; num_stages buffers of each in smem (cp.async) -----
+    # The compiler turns these loads into a num_stages-deep ring of async copies: while the
+    # tensor cores consume stage s, stages s+1 .. s+num_stages-1 are in flight.
+    a_ptrs = a_ptr + offs_m[:, None] * lda + offs_k[None, :]   # A tile [BLOCK_M, BLOCK_K]
+    b_ptrs = b_ptr + offs_k[:, None] * ldb + offs_n[None, :]   # B tile [BLOCK_K, BLOCK_N]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+
+    # --- loop over K: pipelined loads, fp16/bf16 tl.dot, fp32 accumulate ------------------
+    for k0 in range(0, K, BLOCK_K):
+        k_left = K - k0                                   # the last step may be partial
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * ldb
+
+    # --- epilogue: alpha/beta in fp32, one rounding to the output dtype --------------------
+    c_ptrs = c_ptr + offs_m[:, None] * ldc + offs_n[None, :]
+    mask_c = mask_m[:, None] & mask_n[None, :]
+    out = alpha * acc
+    if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
+        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
+    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+def matmul(a, b, c, alpha=1.0, beta=0.0):
+    """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them)."""
+    M, K = a.shape
+    N = b.shape[1]
+
+    def grid(meta):   # one program per C tile, 1-D so the kernel can regroup the order
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    s11_mma_pipeline_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+                                  float(alpha), float(beta), BETA_ZERO=(beta == 0))
+    return c
