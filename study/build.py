@@ -192,16 +192,18 @@ _results: dict = {}
 
 def _build_in_subprocess(s: BuildSpec) -> tuple:
     """Build one module in a fresh process (parallel builds); returns (ok, output)."""
-    cmd = [sys.executable, "-m", "study.build", s.stage.stem]
+    cmd = [sys.executable, "-m", "study.build", str(s.stage.path)]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     return proc.returncode == 0, (proc.stdout + proc.stderr)[-20000:]
 
 
 def build(stems=None, jobs: int | None = None, quiet: bool = False) -> list:
-    """Build (or load from cache) the named CUDA stages, all by default, in parallel.
-    Returns a BuildResult per stage; failures are recorded, never raised here."""
-    stages = [find("cuda", n) for n in stems] if stems else all_stages("cuda")
+    """Build (or load from cache) the named CUDA stages (names or Stage objects; all of
+    cuda_src/ by default) in parallel. Returns a BuildResult per stage; failures are recorded,
+    never raised here."""
+    stages = ([st if isinstance(st, Stage) else find("cuda", st) for st in stems] if stems
+              else all_stages("cuda"))
     specs = [spec(st) for st in stages]
     todo = [s for s in specs if s.name not in _modules and _so_path(s) is None]
     jobs = jobs or max(1, min(len(todo), os.cpu_count() or 1))
@@ -249,7 +251,7 @@ def build(stems=None, jobs: int | None = None, quiet: bool = False) -> list:
 def module(stage: Stage):
     """The compiled module of a CUDA stage, building it if needed; BuildError if it fails."""
     if stage.stem not in _modules:
-        build([stage.stem], quiet=True)
+        build([stage], quiet=True)
     if stage.stem not in _modules:
         raise BuildError(f"CUDA stage {stage.stem} failed to build:\n{_failures.get(stage.stem, '')}")
     return _modules[stage.stem]
@@ -327,8 +329,10 @@ def sass(cubin: Path) -> str:
 
 
 def _main(argv):
-    """`python -m study.build STEM`: the worker of the parallel build (one module)."""
-    stage = find("cuda", argv[0])
+    """`python -m study.build PATH.cu`: the worker of the parallel build (one module)."""
+    from .registry import parse_header
+
+    stage = parse_header(Path(argv[0]), "cuda")
     s = spec(stage)
     if _so_path(s) is None:
         _load_inline(s, verbose=True)
