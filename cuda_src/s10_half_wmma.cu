@@ -1,0 +1,206 @@
+// s10_half_wmma: FP16 / BF16 tensor cores through WMMA, fp32 accumulate
+//
+// Change: vs s09, the operands are 16-bit (fp16 or bf16, one template) and the fragments are
+//         16x16x16; B is read row-major (layout NN); C is written in the input's type.
+// Why:    16-bit operands double the tensor-core rate over TF32 (H100 dense: ~990 vs ~495
+//         TFLOP/s) and halve the bytes per operand: the 128x128x32 tile now loads
+//         (128+128)*32*2 B = 16 KiB per 1 MFLOP (64 FLOP/B from L2), and a 64x64 warp tile
+//         reads (64+64)*16*2 B = 4 KiB of shared memory per 64x64x16 step = 128 KFLOP
+//         (32 FLOP/B, 2x s09). 16-bit fragments load with LDSM (ldmatrix: 4 registers per
+//         instruction) instead of s09's 32-bit LDS. Rows padded by 8 elements (16 B) put
+//         the 8 rows an 8x8 ldmatrix phase reads on 8 different 16-byte bank groups.
+//         Accumulating in fp32 keeps the K-sum exact to ~1e-6; only the final store rounds.
+// Expect: ~2x s09 at 4096^3 (~50% of cuBLAS FP16/BF16); rel. error vs fp64 ~3e-4 (fp16 out)
+//         and ~2e-3 (bf16 out), set by the output rounding
+// Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
+//         contiguous tensors: K and N multiples of 8), else ValueError; any M, N, K >= 1 otherwise
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
+// Pair:   triton_kernels/s10_half_wmma.py
+#include <mma.h>
+#include <cstdint>
+#include "common/gemm.cuh"
+#include "common/cp_async.cuh"
+#include "common/block_order.cuh"
+#include "common/tc_epilogue.cuh"
+
+namespace s10_half_wmma {
+
+using namespace nvcuda;
+
+// Fragment loads from shared memory. For fp16, load_matrix_sync lowers to LDSM (ldmatrix).
+// For bf16, nvcc 13 does not infer the .shared state space of the builtin and emits generic
+// loads (LD.E, 64-bit addresses) plus MOVM transposes instead; the bf16 overloads issue the
+// same PTX wmma.load with .shared stated (ptxas then emits LDSM), writing the fragment's 4
+// registers in the order the builtin would.
+template <class Frag>
+__device__ __forceinline__ void load_shared(Frag& f, const __half* p, int ldm) {
+  wmma::load_matrix_sync(f, p, ldm);
+}
+__device__ __forceinline__ void load_shared(
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>& f,
+    const __nv_bfloat16* p, int ldm) {
+  uint32_t* r = reinterpret_cast<uint32_t*>(f.x);  // 8 bf16 = 4 registers
+  asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.bf16 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)), "r"(ldm));
+}
+__device__ __forceinline__ void load_shared(
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>& f,
+    const __nv_bfloat16* p, int ldm) {
+  uint32_t* r = reinterpret_cast<uint32_t*>(f.x);
+  asm volatile("wmma.load.b.sync.aligned.row.m16n16k16.shared.bf16 {%0,%1,%2,%3}, [%4], %5;\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)), "r"(ldm));
+}
+
+// Tile configuration. The default is the one launch() uses; other instantiations exist only so
+// a tuning script can compare shapes without editing this file.
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_>
+struct Config {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_;               // block tile of C / K step
+  static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;     // warp grid in the block
+  static constexpr int STAGES = STAGES_;                           // cp.async pipeline depth
+  static constexpr int GROUP_M = GROUP_M_;                         // tile rows per L2 group
+  static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
+  static constexpr int FM = WM / 16, FN = WN / 16;                 // 16x16 accumulators per warp
+  static constexpr int LDA = BK + 8, LDB = BN + 8;                 // padded shared rows (elements)
+  static constexpr int A_CPR = BK / 8, B_CPR = BN / 8;             // 16-byte chunks per tile row
+  static constexpr int STAGE_ELEMS = BM * LDA + BK * LDB;          // As [BM][LDA] + Bs [BK][LDB]
+  static constexpr int PIPE_BYTES = STAGES * STAGE_ELEMS * 2;
+  static constexpr int EPI_BYTES = WARPS_M * WARPS_N * 16 * (WN + 4) * 4;  // per-warp fp32 slabs
+  static constexpr int SMEM_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
+
+  static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0,
+                "each warp tile must be whole 16x16 WMMA fragments");
+  static_assert(BK % 16 == 0, "the K step must be whole 16x16x16 fragments");
+  static_assert(LDA % 8 == 0 && LDB % 8 == 0, "WMMA leading dimensions must be multiples of 16 bytes");
+  static_assert((BM * A_CPR) % THREADS == 0 && (BK * B_CPR) % THREADS == 0,
+                "every thread must issue the same number of 16-byte copies per tile");
+  static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is at most 227 KiB on H100");
+};
+
+// 128x128x32, 4 warps of 64x64, 4 stages: 4 * (128*40 + 32*136) * 2 B = 74 KiB, two blocks per SM;
+// 16 accumulator fragments = 128 fp32 registers per thread, as in s09.
+using Default = Config<128, 128, 32, 2, 2, 4, 8>;
+
+template <typename T, class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) kernel(const gemm::Problem<T> p) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDA = Cfg::LDA, LDB = Cfg::LDB;
+  constexpr int FM = Cfg::FM, FN = Cfg::FN, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
+  extern __shared__ float4 smem4[];  // float4: 16-byte alignment for cp.async and WMMA
+  T* smem = reinterpret_cast<T*>(smem4);
+
+  // --- tile assignment: grouped order of 128x128 C tiles; warp (wm, wn) owns a 64x64 piece --
+  const int tiles_m = gemm::cdiv(p.M, BM), tiles_n = gemm::cdiv(p.N, BN);
+  const gemm::TileCoord tile = gemm::grouped_tile(blockIdx.x, tiles_m, tiles_n, Cfg::GROUP_M);
+  const int m0 = tile.m * BM, n0 = tile.n * BN;
+  const int warp = threadIdx.x / 32;
+  const int wm = warp / Cfg::WARPS_N, wn = warp % Cfg::WARPS_N;
+
+  // --- operand staging: K-tile kt -> stage s. As: [BM][LDA] (K-contiguous rows of A),
+  // Bs: [BK][LDB] (N-contiguous rows of B), both copied as 16-byte chunks of 8 elements.
+  // Chunks past M, N or K are zero-filled (src size 0..16 bytes), so tails multiply as zeros.
+  auto load_stage = [&](int s, int kt) {
+    T* As = smem + s * Cfg::STAGE_ELEMS;
+    T* Bs = As + BM * LDA;
+    const int k0 = kt * BK;
+#pragma unroll
+    for (int i = 0; i < BM * Cfg::A_CPR / THREADS; ++i) {
+      const int id = threadIdx.x + i * THREADS;
+      const int r = id / Cfg::A_CPR, k = k0 + (id % Cfg::A_CPR) * 8;
+      const int bytes = m0 + r < p.M ? max(0, min(16, 2 * (p.K - k))) : 0;
+      gemm::cp_async_16(As + r * LDA + k - k0, bytes ? p.A + (m0 + r) * p.lda + k : p.A, bytes);
+    }
+#pragma unroll
+    for (int i = 0; i < BK * Cfg::B_CPR / THREADS; ++i) {
+      const int id = threadIdx.x + i * THREADS;
+      const int r = id / Cfg::B_CPR, n = n0 + (id % Cfg::B_CPR) * 8;  // a warp: 2 rows of 256 B
+      const int bytes = k0 + r < p.K ? max(0, min(16, 2 * (p.N - n))) : 0;
+      gemm::cp_async_16(Bs + r * LDB + n - n0, bytes ? p.B + (k0 + r) * p.ldb + n : p.B, bytes);
+    }
+  };
+
+  const int KT = gemm::cdiv(p.K, BK);
+  // Prologue: STAGES-1 tiles in flight before the first multiply. One commit per stage, even
+  // when empty, so wait<STAGES-2> below always means "tile kt has landed".
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    gemm::cp_async_commit();
+  }
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
+#pragma unroll
+  for (int i = 0; i < FM; ++i)
+#pragma unroll
+    for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+
+  // --- loop over K: wait for tile kt, refill the slot freed last iteration, multiply ---------
+  int read_s = 0, write_s = STAGES - 1;
+  for (int kt = 0; kt < KT; ++kt) {
+    gemm::cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
+    __syncthreads();                    // ... and everyone's; all warps also left tile kt-1
+    if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
+    gemm::cp_async_commit();
+    write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
+
+    const T* As = smem + read_s * Cfg::STAGE_ELEMS + wm * Cfg::WM * LDA;
+    const T* Bs = smem + read_s * Cfg::STAGE_ELEMS + BM * LDA + wn * Cfg::WN;
+    read_s = read_s + 1 == STAGES ? 0 : read_s + 1;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      // A fragment: 16 rows x 16 k of As; B fragment: 16 k x 16 columns of Bs, both row-major.
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[FM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[FN];
+#pragma unroll
+      for (int i = 0; i < FM; ++i) load_shared(a[i], As + i * 16 * LDA + kk, LDA);
+#pragma unroll
+      for (int j = 0; j < FN; ++j) load_shared(b[j], Bs + kk * LDB + j * 16, LDB);
+      // FM*FN = 16 fragment products per 8 loaded fragments: each A fragment is reused FN times.
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+  }
+
+  // --- epilogue: the pipeline's shared memory becomes per-warp fp32 staging; C is rounded to
+  // T once, after alpha/beta (the same path as s09, common/tc_epilogue.cuh) ------------------
+  gemm::cp_async_wait<0>();  // only empty groups can remain, but make it explicit
+  __syncthreads();           // every warp has finished reading the last tile
+  float* stage = reinterpret_cast<float*>(smem4) + warp * 16 * (Cfg::WN + 4);
+  gemm::wmma_store_tile<FM, FN>(p, acc, stage, m0 + wm * Cfg::WM, n0 + wn * Cfg::WN);
+}
+
+template <typename T, class Cfg>
+cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
+  const auto k = kernel<T, Cfg>;
+  // Over 48 KiB of dynamic shared memory needs an explicit opt-in.
+  cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+  if (err != cudaSuccess) return err;
+  const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);  // 1-D: grouped order
+  k<<<blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+const char* unsupported_t(const gemm::Problem<T>& p) {
+  auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
+  if (p.lda % 8 != 0) return "lda must be a multiple of 8 (A rows move as 16-byte cp.async chunks)";
+  if (p.ldb % 8 != 0) return "ldb must be a multiple of 8 (B rows move as 16-byte cp.async chunks)";
+  if (misaligned(p.A)) return "A must be 16-byte aligned (16-byte cp.async chunks)";
+  if (misaligned(p.B)) return "B must be 16-byte aligned (16-byte cp.async chunks)";
+  return nullptr;
+}
+
+const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
+const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }
+
+cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t stream) {
+  return launch_cfg<__half, Default>(p, stream);
+}
+cudaError_t launch(const gemm::Problem<__nv_bfloat16>& p, cudaStream_t stream) {
+  return launch_cfg<__nv_bfloat16, Default>(p, stream);
+}
+
+}  // namespace s10_half_wmma
