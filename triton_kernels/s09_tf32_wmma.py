@@ -1,0 +1,135 @@
+"""s09_tf32_wmma: tensor cores in TF32 (tl.dot input_precision="tf32"), B K-major
+
+Change: vs s08, tl.dot runs on the tensor cores in TF32 (10-bit mantissa inputs, fp32
+        accumulate) instead of FFMA in IEEE fp32; B is read K-major (Layout: NT, b = w.t() of a
+        contiguous (N, K) w), and the autotune list holds tensor-core tiles (BK = 32, 4-8 warps,
+        3-4 stages). On sm_90 Triton lowers the dot to wgmma (HGMMA .TF32), elsewhere to mma.sync.
+Why:    TF32 tensor cores peak ~8x the FP32 FMA pipe (cuBLAS TF32 ~364 vs FP32 ~52 TFLOP/s on the
+        H100), so the ridge rises from ~22 to ~126 FLOP/B and the tile must feed them: a
+        128 x 256 x 32 step loads (128 + 256) * 32 * 4 B = 48 KB for 2 * 128 * 256 * 32 FLOP,
+        43 FLOP/B from shared memory, kept fed by 3-4 stages of cp.async (144-192 KB smem).
+        Hopper's wgmma reads shared-memory operands transposed only for 16-bit types: a TF32 B
+        tile must be K-major in shared memory. With row-major B (NN) Triton has to transpose it
+        on the way in with 4-byte copies, which is why this stage takes B as NT.
+Expect: >= 85% of cuBLAS TF32 (NT) at 4096^3 and 8192^3, ~5-6x s08; row-major B (NN) still runs
+        correctly but at a fraction of that (~25%: the 4-byte transposing copies), a finding the
+        study measures. Error vs fp64 ~1e-3 relative (TF32 rounding), not fp32's ~1e-6.
+Limits: none (any M, N, K >= 1, any strides of b; 128-bit loads need 16-byte aligned rows, K and
+        N multiples of 4, else 4-byte loads)
+Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
+Pair:   cuda_src/s09_tf32_wmma.cu
+"""
+import triton
+import triton.language as tl
+
+from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile
+
+
+def _cfg(bm, bn, bk, warps, stages, group=8):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
+                         num_warps=warps, num_stages=stages)
+
+
+# Candidates (BM, BN, BK, warps, stages): smem = stages * (BM + BN) * BK * 4 B <= 227 KB;
+# fp32 accumulators BM * BN / (32 * warps) per thread (wgmma keeps them in registers).
+CONFIGS = [
+    _cfg(128, 256, 32, 8, 3),   # 144 KB smem, 128 acc / thread
+    _cfg(128, 256, 32, 8, 4),   # 192 KB smem
+    _cfg(256, 128, 32, 8, 3),
+    _cfg(128, 128, 32, 4, 4),   # 128 KB smem, 128 acc / thread
+    _cfg(128, 128, 32, 8, 4),
+    _cfg(128, 128, 64, 4, 3),   # 192 KB smem
+    _cfg(64, 256, 32, 4, 4),    # 160 KB smem
+    _cfg(128, 64, 32, 4, 4),    # for small or ragged problems
+]
+
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"],
+                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": autotune_prune})
+@triton.jit
+def s09_tf32_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, stride_bk, stride_bn, ldc, alpha, beta,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         GROUP_M: tl.constexpr, VEC: tl.constexpr, B_KMAJOR: tl.constexpr,
+                         BETA_ZERO: tl.constexpr):
+    tl.static_assert(BLOCK_K >= 16 and BLOCK_K % 8 == 0, "TF32 mma takes K in steps of 8, tl.dot >= 16")
+    tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
+    tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
+
+    # --- tile assignment: 1-D grid, grouped order (bands of GROUP_M tile rows) -------------
+    # The ridge is ~6x higher than FP32's, so L2 reuse from the grouped order now matters.
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
+    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
+
+    # --- operand staging: B through general strides; one of them is 1 in NN and NT ----------
+    # Triton specialises a stride argument equal to 1 to a constant, so the unit-stride axis is
+    # known contiguous: K for NT (b[k, n] at n * ldb + k), N for NN. The VEC hints (true: the
+    # wrapper checked them) go only on the strided axis, i.e. on the starts of the rows
+    # (NN) or columns (NT) of B.
+    a_rows = offs_m * lda                     # [BM] row starts of A
+    b_k = offs_k * stride_bk                  # [BK]
+    b_n = offs_n * stride_bn                  # [BN]
+    c_rows = offs_m * ldc                     # [BM]
+    k_lim = tl.full((BLOCK_K,), K, tl.int32)  # [BK], all == K
+    n_lim = tl.full((BLOCK_N,), N, tl.int32)  # [BN], all == N
+    if VEC > 1:  # no hint at all for VEC == 1: a hint of 1 would erase Triton's own inference
+        a_rows = tl.multiple_of(a_rows, VEC)
+        c_rows = tl.multiple_of(c_rows, VEC)
+        k_lim = tl.multiple_of(k_lim, VEC)
+        n_lim = tl.multiple_of(n_lim, VEC)
+        if B_KMAJOR:
+            b_n = tl.multiple_of(b_n, VEC)    # column starts of B (stride_bk == 1)
+        else:
+            b_k = tl.multiple_of(b_k, VEC)    # row starts of B (stride_bn == 1)
+    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]   # [BM, BK], K contiguous
+    b_ptrs = b_ptr + b_k[:, None] + b_n[None, :]         # [BK, BN], K contiguous when NT
+    mask_m = offs_m[:, None] < M
+    mask_n = (offs_n < n_lim)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulators (wgmma registers)
+
+    # --- loop over K: masked tails read 0; stages issue cp.async ahead of the wgmma ----------
+    for k0 in range(0, K, BLOCK_K):
+        in_k = (k0 + offs_k) < k_lim
+        a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="tf32")  # tensor cores, inputs rounded to TF32
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * stride_bk
+
+    # --- epilogue: C = alpha * acc (+ beta * C) in fp32; beta == 0 never reads C ------------
+    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
+    mask_c = mask_m & mask_n
+    out = alpha * acc
+    if not BETA_ZERO:
+        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0)
+    tl.store(c_ptrs, out, mask=mask_c)
+
+
+def b_is_kmajor(b):
+    """True for the NT layout: b is the transposed view of a contiguous (N, K) tensor."""
+    return b.stride(0) == 1 and b.stride(1) != 1
+
+
+def vector_width(a, b, c):
+    """4 when every hint in the kernel holds, else 1: 16-byte aligned pointers, B unit-stride
+    along K (NT) or N (NN), every other stride and K, N multiples of 4."""
+    K, N = a.shape[1], b.shape[1]
+    kmajor = b_is_kmajor(b)
+    unit_ok = b.stride(0) == 1 if kmajor else b.stride(1) == 1
+    ldb = b.stride(1) if kmajor else b.stride(0)
+    aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
+    mult4 = all(x % 4 == 0 for x in (a.stride(0), ldb, c.stride(0), K, N))
+    unit_a_c = a.stride(1) == 1 and c.stride(1) == 1
+    return 4 if aligned and mult4 and unit_ok and unit_a_c else 1
+
+
+def matmul(a, b, c, alpha=1.0, beta=0.0):
+    """c = alpha * a @ b + beta * c, TF32 inputs; b NT (stride (1, ldb)) for speed, any strides work."""
+    M, K = a.shape
+    N = b.shape[1]
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    s09_tf32_wmma_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), b.stride(1), c.stride(0),
+                               float(alpha), float(beta), VEC=vector_width(a, b, c),
+                               B_KMAJOR=b_is_kmajor(b), BETA_ZERO=(beta == 0))
+    return c
