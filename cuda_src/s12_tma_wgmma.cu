@@ -122,36 +122,11 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
   hopper::fence_regs(acc);
 
   // --- epilogue: fp32 accumulators -> alpha/beta -> T, stores predicated against M and N ------
-  // Fragment (see hopper::Wgmma): acc[4j + 2h + {0,1}] is row lane/4 + 8h of this warp's 16
-  // rows, columns 8j + 2*(lane%4) + {0,1}. A quad writes 16 contiguous bytes of one row.
+  // Straight from the wgmma fragment to global memory: a quad writes 16 contiguous bytes of a
+  // row; C is 1/64 of the traffic of the main loop at K = 4096, not worth a staging pass here.
   const int warp = (tid % 128) / 32, lane = tid % 32;
-  const int row_base = m0 + wg * WG_M + warp * 16 + lane / 4;
-  const int col_base = n0 + 2 * (lane % 4);
-  using C = hopper::Cvt<T>;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row_base + 8 * h;
-    if (row >= p.M) continue;
-    T* crow = p.C + static_cast<size_t>(row) * p.ldc;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = col_base + 8 * j;
-      float v0 = p.alpha * acc[4 * j + 2 * h], v1 = p.alpha * acc[4 * j + 2 * h + 1];
-      if (vec2_ok && col + 1 < p.N) {  // both columns in range and 4-byte aligned: one store
-        auto* dst = reinterpret_cast<typename C::T2*>(crow + col);
-        if (p.beta != 0.f) {
-          const float2 c = C::unpack(*dst);
-          v0 += p.beta * c.x;
-          v1 += p.beta * c.y;
-        }
-        *dst = C::pack(v0, v1);
-      } else {  // ragged right edge, odd ldc or unaligned C: element by element
-        if (col < p.N) crow[col] = C::one(p.beta != 0.f ? v0 + p.beta * C::load(crow[col]) : v0);
-        if (col + 1 < p.N)
-          crow[col + 1] = C::one(p.beta != 0.f ? v1 + p.beta * C::load(crow[col + 1]) : v1);
-      }
-    }
-  }
+  hopper::store_acc<T, BN>(acc, p, m0 + wg * WG_M + warp * 16 + lane / 4, n0 + 2 * (lane % 4),
+                           vec2_ok);
 }
 
 template <typename T>

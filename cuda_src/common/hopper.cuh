@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include "gemm.cuh"  // gemm::Problem, for the shared epilogue
 
 namespace hopper {
 
@@ -270,6 +271,41 @@ template <> struct Cvt<__nv_bfloat16> {
   static __device__ __forceinline__ float2 unpack(__nv_bfloat162 v) { return __bfloat1622float2(v); }
   static __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
 };
+
+// Epilogue shared by the stages: one warp's share of a 64 x N wgmma accumulator fragment,
+// C = alpha * acc + beta * C, stored as T. `row` is this thread's first row (lane/4 of its warp's
+// 16) and `col` its first column (2*(lane%4)); acc[4j + 2h + {0,1}] sits at (row + 8h, col + 8j
+// + {0,1}). Every store is predicated against M and N; beta == 0 never reads C. vec2_ok (ldc
+// even and C 4-byte aligned) lets a column pair go out as one 32-bit store.
+template <typename T, int N>
+__device__ __forceinline__ void store_acc(const float (&acc)[N / 2], const gemm::Problem<T>& p,
+                                          int row, int col, int vec2_ok) {
+  using C = Cvt<T>;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row + 8 * h;
+    if (r >= p.M) continue;
+    T* crow = p.C + static_cast<size_t>(r) * p.ldc;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      const int c = col + 8 * j;
+      float v0 = p.alpha * acc[4 * j + 2 * h], v1 = p.alpha * acc[4 * j + 2 * h + 1];
+      if (vec2_ok && c + 1 < p.N) {  // both columns in range and aligned: one 32-bit store
+        auto* dst = reinterpret_cast<typename C::T2*>(crow + c);
+        if (p.beta != 0.f) {
+          const float2 old = C::unpack(*dst);
+          v0 += p.beta * old.x;
+          v1 += p.beta * old.y;
+        }
+        *dst = C::pack(v0, v1);
+      } else {  // ragged right edge, odd ldc or unaligned C: element by element
+        if (c < p.N) crow[c] = C::one(p.beta != 0.f ? v0 + p.beta * C::load(crow[c]) : v0);
+        if (c + 1 < p.N)
+          crow[c + 1] = C::one(p.beta != 0.f ? v1 + p.beta * C::load(crow[c + 1]) : v1);
+      }
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Host side: tensor maps.
