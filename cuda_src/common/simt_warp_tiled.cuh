@@ -1,0 +1,157 @@
+// common/simt_warp_tiled.cuh: the warp-tiled, cp.async-pipelined SIMT GEMM kernel.
+//
+// Born in s07 (warp tiling + grouped block order, one configuration) and reused by s08, which
+// instantiates it over several tile configurations. A stage passes its own Config type (derived
+// from WarpTiledConfig) so that the kernel symbol carries the stage's namespace in profiles.
+//
+// Work decomposition (numbers for BM = BN = 128, TM = TN = 8):
+//   block  BM x BN            (128 x 128)   NT = 32 * WARPS_M * WARPS_N threads (256)
+//   warp   WM x WN = 4TM x 8TN  (32 x 64)   warps arranged WARPS_M x WARPS_N (4 x 2)
+//   lanes  4 (M) x 8 (N)
+//   thread TM x TN = (TM/4 x TN/4) groups of 4x4: rows lm*4 + 16*g, columns ln*4 + 32*g
+// Per k step a lane reads TM/4 float4 of A and TN/4 float4 of B from shared memory. Within a
+// warp the A reads touch 4 distinct float4 (64 consecutive bytes) and the B reads 8 distinct
+// float4 (128 consecutive bytes): each LDS.128 is one shared-memory wavefront, the others are
+// broadcasts. Shared-memory layouts and the cp.async tile copies are s06's
+// (common/simt_cp_async.cuh).
+#pragma once
+#include "common/block_order.cuh"
+#include "common/cp_async.cuh"
+#include "common/gemm.cuh"
+#include "common/simt_cp_async.cuh"
+#include "common/simt_epilogue.cuh"
+#include "common/simt_ldg.cuh"
+
+namespace simt {
+
+template <int BM_, int BN_, int BK_, int TM_, int TN_, int STAGES_, int MIN_BLOCKS_, int GROUP_M_ = 8>
+struct WarpTiledConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_;   // block tile, K depth per slice
+  static constexpr int TM = TM_, TN = TN_;             // outputs per thread
+  static constexpr int STAGES = STAGES_;               // slices resident in shared memory
+  static constexpr int MIN_BLOCKS = MIN_BLOCKS_;       // __launch_bounds__ occupancy target
+  static constexpr int GROUP_M = GROUP_M_;             // block rows per group of the launch order
+  static constexpr int LANES_M = 4, LANES_N = 8;       // lane grid of a warp
+  static constexpr int WM = LANES_M * TM, WN = LANES_N * TN;  // warp tile
+  static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
+  static constexpr int NT = 32 * WARPS_M * WARPS_N;
+  static constexpr int AS_LD = BM + A_PAD;             // row stride of the transposed A tile
+  static constexpr int SMEM_A = BK * AS_LD, SMEM_B = BK * BN;  // words per stage
+  static constexpr int SMEM_BYTES = STAGES * (SMEM_A + SMEM_B) * 4;
+
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are whole 4x4 groups (one float4 each way)");
+  static_assert(BM % WM == 0 && BN % WN == 0, "the block tile must be whole warp tiles");
+  static_assert(NT >= 64 && NT <= 1024, "between 2 and 32 warps per block");
+  static_assert(BK % 8 == 0, "A copies run along k in groups of 8 (one 32-byte sector)");
+  static_assert((BM * BK) % NT == 0 && (BK * BN / 4) % NT == 0, "tile copies must split evenly over threads");
+  static_assert(STAGES >= 2, "a pipeline needs one slice computing and one landing");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is capped at 227 KiB");
+  static_assert(MIN_BLOCKS * NT * 64 <= 65536, "MIN_BLOCKS blocks must fit the register file at >= 64 regs/thread");
+};
+
+template <class Cfg, bool kVec>
+__global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(gemm::Problem<float> p) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
+  constexpr int STAGES = Cfg::STAGES, NT = Cfg::NT, AS_LD = Cfg::AS_LD;
+
+  // --- tile assignment: grouped launch order, then warp tile, then lane tile --------------
+  // Consecutive block ids walk down a group of GROUP_M block rows before moving one block column
+  // right (common/block_order.cuh), so co-resident blocks share GROUP_M panels of A and few
+  // panels of B in L2 (row-major order shares one A panel and streams every B panel).
+  const gemm::TileCoord tile = gemm::grouped_tile(blockIdx.x, gemm::cdiv(p.M, BM), gemm::cdiv(p.N, BN),
+                                                  Cfg::GROUP_M);
+  const int m0 = tile.m * BM, n0 = tile.n * BN;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / Cfg::WARPS_N, wn = warp % Cfg::WARPS_N;
+  const int lm = lane / Cfg::LANES_N, ln = lane % Cfg::LANES_N;
+  const int a_col = wm * Cfg::WM + lm * 4;  // this thread's first row of A, as a column of As
+  const int b_col = wn * Cfg::WN + ln * 4;  // this thread's first column of B
+
+  // --- operand staging: ring of STAGES x (As [BK][BM+4] transposed, Bs [BK][BN]) -----------
+  extern __shared__ float4 smem4[];
+  float* const As = reinterpret_cast<float*>(smem4);  // [STAGES][BK][AS_LD]
+  float* const Bs = As + STAGES * Cfg::SMEM_A;        // [STAGES][BK][BN]
+
+  float acc[TM][TN] = {};
+  const int KT = gemm::cdiv(p.K, BK);
+
+  // Prologue: slices 0 .. STAGES-2 in flight, one commit group per slice (empty ones too).
+  CpAsyncTiles<BM, BN, BK, NT, kVec> tiles(p, m0, n0, tid);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) {
+      tiles.copy(As + s * Cfg::SMEM_A, Bs + s * Cfg::SMEM_B, p.K - s * BK);
+      tiles.advance(p.ldb);
+    }
+    gemm::cp_async_commit();
+  }
+
+  // --- loop over K: wait for slice kt, refill the slot freed by kt-1, compute slice kt -------
+  int read = 0, write = STAGES - 1;  // ring slots of slice kt and of slice kt + STAGES - 1
+  for (int kt = 0; kt < KT; ++kt) {
+    gemm::cp_async_wait<STAGES - 2>();  // this thread's copies of slice kt have landed
+    __syncthreads();                    // ... everyone's have, and everyone finished slice kt-1
+
+    const int next = kt + STAGES - 1;
+    if (next < KT) {
+      tiles.copy(As + write * Cfg::SMEM_A, Bs + write * Cfg::SMEM_B, p.K - next * BK);
+      tiles.advance(p.ldb);
+    }
+    gemm::cp_async_commit();
+
+    const float* as = As + read * Cfg::SMEM_A + a_col;
+    const float* bs = Bs + read * Cfg::SMEM_B + b_col;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      // TM/4 + TN/4 LDS.128 (one wavefront each) feed TM*TN FFMA: 4 per 64 for 8x8.
+      float a[TM], b[TN];
+#pragma unroll
+      for (int g = 0; g < TM / 4; ++g)
+        *reinterpret_cast<float4*>(a + 4 * g) = *reinterpret_cast<const float4*>(as + k * AS_LD + 16 * g);
+#pragma unroll
+      for (int g = 0; g < TN / 4; ++g)
+        *reinterpret_cast<float4*>(b + 4 * g) = *reinterpret_cast<const float4*>(bs + k * BN + 32 * g);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    read = read + 1 == STAGES ? 0 : read + 1;
+    write = write + 1 == STAGES ? 0 : write + 1;
+  }
+  gemm::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
+
+  // --- epilogue: float4 stores (8 lanes write 128 consecutive bytes of a row), tails scalar --
+  store_c<TM, TN, 16, 32, kVec>(p, acc, m0 + a_col, n0 + b_col);
+}
+
+// Host side: grid size, the > 48 KiB opt-in, kVec dispatch.
+template <class Cfg>
+const char* warp_tiled_unsupported(const gemm::Problem<float>& p) {
+  if (static_cast<long long>(gemm::cdiv(p.M, Cfg::BM)) * gemm::cdiv(p.N, Cfg::BN) > 0x7fffffffLL)
+    return "M and N too large: the grid holds (M/BM)*(N/BN) blocks in one dimension (limit 2^31-1)";
+  return nullptr;
+}
+
+template <class Cfg, bool kVec>
+cudaError_t warp_tiled_launch_as(const gemm::Problem<float>& p, cudaStream_t stream) {
+  auto* k = &warp_tiled_kernel<Cfg, kVec>;
+  if (Cfg::SMEM_BYTES > 48 * 1024) {
+    // Once per instantiation (a function-local static is initialised exactly once).
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+    if (attr != cudaSuccess) return attr;
+  }
+  const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);
+  k<<<blocks, Cfg::NT, Cfg::SMEM_BYTES, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <class Cfg>
+cudaError_t warp_tiled_launch(const gemm::Problem<float>& p, cudaStream_t stream) {
+  return float4_ok(p) ? warp_tiled_launch_as<Cfg, true>(p, stream)
+                      : warp_tiled_launch_as<Cfg, false>(p, stream);
+}
+
+}  // namespace simt

@@ -1,0 +1,107 @@
+// s05_double_buffer: two shared-memory buffers, next tile prefetched into registers
+//
+// Change: vs s04, the block holds two K slices in shared memory: while it computes on one, the
+//         next slice's float4 global loads are already in flight into registers, and they are
+//         written to the other buffer after the math. One barrier per slice instead of two.
+// Why:    in s04 every slice costs a full global-memory round trip (~600-800 cycles from L2/DRAM)
+//         with the whole block parked at a barrier, then the math (8 k steps x 64 FFMA = 512
+//         FFMA per thread, ~1000 cycles for 2 warps per scheduler); overlapping the two hides the
+//         load latency behind the math. Cost: 8 more registers for the in-flight float4s and
+//         2x the tile memory (16.5 KiB).
+// Expect: ~1.15x s04 at 4096^3 fp32 (less if s04's 2+ blocks per SM already hide the latency
+//         by switching blocks)
+// Limits: none (any M, N, K >= 1, any leading dimension: tails, and misaligned pointers or
+//         leading dims not multiple of 4, take predicated scalar loads and stores)
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+// Pair:   triton_kernels/s05_double_buffer.py
+#include "common/gemm.cuh"
+#include "common/simt_epilogue.cuh"
+#include "common/simt_ldg.cuh"
+
+namespace s05_double_buffer {
+
+constexpr int BM = 128, BN = 128, BK = 8;  // block tile of C, and K depth staged per step
+constexpr int TM = 8, TN = 8;              // outputs per thread: 2x2 groups of 4x4
+constexpr int TX = BN / TN, TY = BM / TM;  // 16 x 16 threads
+constexpr int NT = TX * TY;                // 256 threads
+constexpr int AS_LD = BM + simt::A_PAD;    // row stride of the transposed A tile (words)
+static_assert(TM == 8 && TN == 8, "the micro-tile is 2x2 float4 groups: rows ty*4 + {0, BM/2}");
+static_assert(BM * BK / 4 == NT && BK * BN / 4 == NT, "one float4 of A and one of B per thread per tile");
+static_assert(AS_LD % 4 == 0, "As rows must stay 16-byte aligned for LDS.128");
+
+// __launch_bounds__(NT, 2): registers capped at 128 so two blocks (16 warps) share an SM; the
+// prefetch registers would otherwise push it to 133 and leave one block per SM.
+template <bool kVec>
+__global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
+  // --- tile assignment: as s04 (rows ty*4 + {0..3, 64..67}, columns tx*4 + {0..3, 64..67}) --
+  const int tid = threadIdx.x;
+  const int tx = tid % TX, ty = tid / TX;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+
+  // --- operand staging: 2 x (As [BK][BM+4] transposed, Bs [BK][BN]): 16.3 KiB ----------------
+  __shared__ __align__(16) float As[2][BK * AS_LD];
+  __shared__ __align__(16) float Bs[2][BK * BN];
+
+  float acc[TM][TN] = {};
+  const int KT = gemm::cdiv(p.K, BK);  // number of K slices
+
+  // Prologue: slice 0 goes straight to buffer 0.
+  float4 ra[1], rb[1];
+  simt::ldg_a<BM, BK, NT, kVec>(ra, p, m0, 0, tid);
+  simt::ldg_b<BK, BN, NT, kVec>(rb, p, 0, n0, tid);
+  simt::sts_a<BM, BK, NT>(As[0], ra, tid);
+  simt::sts_b<BK, BN, NT>(Bs[0], rb, tid);
+  __syncthreads();
+
+  // --- loop over K: issue slice kt+1's loads, compute slice kt, then park kt+1 in the other buffer
+  for (int kt = 0; kt < KT; ++kt) {
+    const int cur = kt & 1;
+    const bool more = kt + 1 < KT;
+    // The loads only need registers: they complete while the FFMAs below run.
+    if (more) {
+      simt::ldg_a<BM, BK, NT, kVec>(ra, p, m0, (kt + 1) * BK, tid);
+      simt::ldg_b<BK, BN, NT, kVec>(rb, p, (kt + 1) * BK, n0, tid);
+    }
+
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      const float* as = As[cur] + k * AS_LD + ty * 4;
+      const float* bs = Bs[cur] + k * BN + tx * 4;
+      const float4 a0 = *reinterpret_cast<const float4*>(as);
+      const float4 a1 = *reinterpret_cast<const float4*>(as + BM / 2);
+      const float4 b0 = *reinterpret_cast<const float4*>(bs);
+      const float4 b1 = *reinterpret_cast<const float4*>(bs + BN / 2);
+      const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[TN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+
+    if (more) {
+      // Buffer cur^1 was last read in iteration kt-1, which every thread finished before the
+      // barrier that ended it, so it can be overwritten without a barrier here.
+      simt::sts_a<BM, BK, NT>(As[cur ^ 1], ra, tid);
+      simt::sts_b<BK, BN, NT>(Bs[cur ^ 1], rb, tid);
+    }
+    __syncthreads();  // slice kt+1 is complete, and nobody still reads buffer cur
+  }
+
+  // --- epilogue: float4 stores where C allows, predicated scalars at tails ----------------
+  simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
+}
+
+const char* unsupported(const gemm::Problem<float>& p) {
+  if (gemm::cdiv(p.M, BM) > 65535) return "M must be <= 8388480: grid.y holds M/128 blocks (limit 65535)";
+  return nullptr;
+}
+
+cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
+  const dim3 grid(gemm::cdiv(p.N, BN), gemm::cdiv(p.M, BM));
+  if (simt::float4_ok(p)) kernel<true><<<grid, NT, 0, stream>>>(p);
+  else                    kernel<false><<<grid, NT, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace s05_double_buffer

@@ -1,0 +1,109 @@
+// s06_cp_async: 3-stage cp.async pipeline (global -> shared without registers)
+//
+// Change: vs s05, tiles are copied global -> shared with cp.async (LDGSTS) into a ring of 3
+//         slices: copies for slice kt+2 are issued while slice kt is computed. No register
+//         staging, no transposing STS after the math.
+// Why:    s05 holds its prefetch in 8 registers and can only look one slice (8 k, ~1000 cycles
+//         of FFMA) ahead; its STS run after the math, in the critical path. cp.async lands the
+//         data in shared memory by itself, so the block can keep 2 slices (16 k) in flight for
+//         free registers, and a late slice only stalls if it is later than 2 slices of math.
+//         Cost: A cannot be transposed in 16-byte pieces, so it moves as 4-byte copies (4
+//         LDGSTS per thread per slice vs 1 LDG.128 + 4 STS); shared memory 3 x 8.1 KiB = 24.4 KiB.
+// Expect: ~1.1x s05 at 4096^3 fp32
+// Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
+//         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+// Pair:   triton_kernels/s06_cp_async.py
+#include "common/cp_async.cuh"
+#include "common/gemm.cuh"
+#include "common/simt_cp_async.cuh"
+#include "common/simt_epilogue.cuh"
+
+namespace s06_cp_async {
+
+constexpr int BM = 128, BN = 128, BK = 8;  // block tile of C, and K depth per slice
+constexpr int STAGES = 3;                  // slices resident in shared memory
+constexpr int TM = 8, TN = 8;              // outputs per thread: 2x2 groups of 4x4
+constexpr int TX = BN / TN, TY = BM / TM;  // 16 x 16 threads
+constexpr int NT = TX * TY;                // 256 threads
+constexpr int AS_LD = BM + simt::A_PAD;    // row stride of the transposed A tile (words)
+static_assert(TM == 8 && TN == 8, "the micro-tile is 2x2 float4 groups: rows ty*4 + {0, BM/2}");
+static_assert(STAGES >= 2, "a pipeline needs one slice computing and one landing");
+static_assert(STAGES * BK * (AS_LD + BN) * 4 <= 48 * 1024, "static shared memory is capped at 48 KiB");
+
+// __launch_bounds__(NT, 2): registers capped at 128 so two blocks (16 warps) share an SM.
+template <bool kVec>
+__global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
+  // --- tile assignment: as s05 (rows ty*4 + {0..3, 64..67}, columns tx*4 + {0..3, 64..67}) --
+  const int tid = threadIdx.x;
+  const int tx = tid % TX, ty = tid / TX;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+
+  // --- operand staging: ring of STAGES x (As [BK][BM+4], Bs [BK][BN]) ----------------------
+  __shared__ __align__(16) float As[STAGES][BK * AS_LD];
+  __shared__ __align__(16) float Bs[STAGES][BK * BN];
+
+  float acc[TM][TN] = {};
+  const int KT = gemm::cdiv(p.K, BK);
+
+  // Prologue: slices 0 .. STAGES-2 in flight. One commit group per slice, empty groups included,
+  // so "slice kt has landed" always means "at most STAGES-2 groups are still pending".
+  simt::CpAsyncTiles<BM, BN, BK, NT, kVec> tiles(p, m0, n0, tid);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) {
+      tiles.copy(As[s], Bs[s], p.K - s * BK);
+      tiles.advance(p.ldb);
+    }
+    gemm::cp_async_commit();
+  }
+
+  // --- loop over K: wait for slice kt, refill the slot freed by kt-1, compute slice kt -------
+  for (int kt = 0; kt < KT; ++kt) {
+    gemm::cp_async_wait<STAGES - 2>();  // this thread's copies of slice kt have landed
+    __syncthreads();                    // ... everyone's have, and everyone finished slice kt-1
+
+    const int next = kt + STAGES - 1;   // goes into the slot slice kt-1 used
+    if (next < KT) {
+      tiles.copy(As[next % STAGES], Bs[next % STAGES], p.K - next * BK);
+      tiles.advance(p.ldb);
+    }
+    gemm::cp_async_commit();
+
+    const float* as_base = As[kt % STAGES] + ty * 4;
+    const float* bs_base = Bs[kt % STAGES] + tx * 4;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      const float* as = as_base + k * AS_LD;
+      const float* bs = bs_base + k * BN;
+      const float4 a0 = *reinterpret_cast<const float4*>(as);
+      const float4 a1 = *reinterpret_cast<const float4*>(as + BM / 2);
+      const float4 b0 = *reinterpret_cast<const float4*>(bs);
+      const float4 b1 = *reinterpret_cast<const float4*>(bs + BN / 2);
+      const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[TN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+  }
+  gemm::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
+
+  // --- epilogue: float4 stores where C allows, predicated scalars at tails ----------------
+  simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
+}
+
+const char* unsupported(const gemm::Problem<float>& p) {
+  if (gemm::cdiv(p.M, BM) > 65535) return "M must be <= 8388480: grid.y holds M/128 blocks (limit 65535)";
+  return nullptr;
+}
+
+cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
+  const dim3 grid(gemm::cdiv(p.N, BN), gemm::cdiv(p.M, BM));
+  if (simt::float4_ok(p)) kernel<true><<<grid, NT, 0, stream>>>(p);
+  else                    kernel<false><<<grid, NT, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace s06_cp_async
