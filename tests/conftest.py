@@ -1,0 +1,85 @@
+"""Shared fixtures: stage parametrisation from the registry, the interpreter subprocess runs,
+the `gpu` marker's skip, the session's CUDA builds.
+
+Every stage test is parametrised over study.all_stages(): a new stage file is tested by adding
+it, with no test code. Test ids are the stage stems (plus precision / case)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))   # gemm_checks, interp_run
+
+import study  # noqa: E402
+from study.registry import parse_header  # noqa: E402
+
+BROKEN_DIR = HERE / "broken"
+
+
+def has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_cuda():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def broken_stages(family: str) -> list:
+    """The deliberately broken kernels of tests/broken/ (never in the registry)."""
+    ext = {"cuda": "cu", "triton": "py"}[family]
+    return [parse_header(p, family) for p in sorted(BROKEN_DIR.glob(f"s9[0-9]_*.{ext}"))]
+
+
+def interp_unusable() -> str | None:
+    """Why the Triton interpreter cannot run here, or None."""
+    import numpy
+
+    major, minor = (int(x) for x in numpy.__version__.split(".")[:2])
+    if (major, minor) >= (2, 4):
+        return (f"the Triton interpreter breaks with numpy >= 2.4 (here {numpy.__version__}: "
+                "'only 0-dimensional arrays can be converted to Python scalars')")
+    return None
+
+
+@pytest.fixture(scope="session")
+def interp_results():
+    """{(stem, path): [records]} from interp_run.py over every Triton stage and broken Triton
+    kernel, run in 2 parallel subprocesses with TRITON_INTERPRET=1 set before any import."""
+    why = interp_unusable()
+    if why:
+        pytest.skip(why)
+    paths = [str(s.path) for s in study.all_stages("triton")] + \
+            [str(s.path) for s in broken_stages("triton")]
+    groups = [paths[i::2] for i in range(2)]
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    procs = [subprocess.Popen([sys.executable, str(HERE / "interp_run.py"), *g], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for g in groups if g]
+    results: dict = {}
+    errors = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=900)
+        for line in out.splitlines():
+            if line.startswith("{"):
+                rec = json.loads(line)
+                results.setdefault(rec["path"], []).append(rec)
+        if proc.returncode != 0:
+            errors.append(err[-3000:])
+    if errors:
+        raise RuntimeError("interp_run.py failed:\n" + "\n".join(errors))
+    return results

@@ -1,0 +1,131 @@
+"""Stage headers and pairing (CPU): the header is the single source of truth, so it is checked
+as data. Parametrised over the files on disk (a file whose header does not parse is a test
+failure here, not a collection error)."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import study
+from study import registry
+from study.registry import CUDA_DIR, ROOT, TRITON_DIR, parse_header
+
+FILES = [("cuda", p) for p in sorted(CUDA_DIR.glob("s*.cu"))] + \
+        [("triton", p) for p in sorted(TRITON_DIR.glob("s*.py"))]
+FILE_PARAMS = [pytest.param(f, p, id=f"{f}-{p.stem}") for f, p in FILES]
+SECTIONS = ("tile assignment", "operand staging", "loop over k", "epilogue")
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_header_parses(family, path):
+    s = parse_header(path, family)
+    assert s.title and s.stem == path.stem
+    for key in registry.KEYS:   # parse_header already refuses empty keys; belt and braces
+        assert getattr(s, key.lower()).strip(), f"{path.name}: {key} is empty"
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_stem_zero_padded(family, path):
+    assert re.fullmatch(r"s\d{2}_[a-z0-9]+(_[a-z0-9]+){0,2}", path.stem), \
+        f"{path.name}: stem must be sNN_slug, NN zero-padded (s04, not s4), slug 1-3 lowercase words"
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_header_values(family, path):
+    s = parse_header(path, family)
+    assert re.match(r"^[a-z0-9, ]+ in / \w+ acc / .+ out$", s.dtype), \
+        f"{path.name}: Dtype must read '<precisions> in / <acc> acc / <out> out', got {s.dtype!r}"
+    assert s.limits.lower().startswith("none") or "ValueError" in s.limits, \
+        f"{path.name}: Limits must be 'none (...)' or say which inputs raise ValueError, got {s.limits!r}"
+    assert not ({"fp32", "tf32"} <= set(s.precisions)), \
+        f"{path.name}: fp32 and tf32 both take float32 tensors; a stage can run only one of them"
+    assert len(set(s.precisions)) == len(s.precisions), f"{path.name}: repeated precision"
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_pair(family, path):
+    s = parse_header(path, family)
+    if s.pair.startswith("none"):
+        assert re.match(r"^none: \S", s.pair), f"{path.name}: an unpaired stage says 'none: <reason>'"
+        return
+    other_family = "triton" if family == "cuda" else "cuda"
+    want = (TRITON_DIR / f"{s.stem}.py") if family == "cuda" else (CUDA_DIR / f"{s.stem}.cu")
+    assert s.pair == str(want.relative_to(ROOT)), \
+        f"{path.name}: Pair must name {want.relative_to(ROOT)} (same stem) or 'none: <reason>', got {s.pair!r}"
+    assert want.exists(), f"{path.name}: Pair {s.pair} does not exist"
+    o = parse_header(want, other_family)
+    assert o.pair == str(path.relative_to(ROOT)), \
+        f"{want.name}: its Pair must point back to {path.relative_to(ROOT)}, got {o.pair!r}"
+    assert set(o.precisions) == set(s.precisions), \
+        f"{s.stem}: the pair disagrees on precisions ({s.precisions} vs {o.precisions})"
+    assert o.layout == s.layout, f"{s.stem}: the pair disagrees on layout ({s.layout} vs {o.layout})"
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_unpaired_file_says_none(family, path):
+    """A stem present in only one family must say why in Pair."""
+    s = parse_header(path, family)
+    other = (TRITON_DIR / f"{s.stem}.py") if family == "cuda" else (CUDA_DIR / f"{s.stem}.cu")
+    if not other.exists():
+        assert s.pair.startswith("none:"), f"{path.name}: no pair file on disk, so Pair must be 'none: <reason>'"
+
+
+def test_names_unique():
+    """One stem per stage number across both families; registry lookups are unambiguous."""
+    by_number: dict = {}
+    for family, path in FILES:
+        by_number.setdefault(path.stem[:3], set()).add(path.stem)
+    clashes = {n: sorted(st) for n, st in by_number.items() if len(st) > 1}
+    assert not clashes, f"one stage number, different stems (pairs must share the stem): {clashes}"
+    for family in registry.FAMILIES:
+        stages = study.all_stages(family)
+        slugs = [s.slug for s in stages]
+        assert len(slugs) == len(set(slugs)), f"{family}: duplicate slugs {slugs}"
+
+
+def test_registry_sees_every_file():
+    assert {(s.family, s.path) for s in study.all_stages()} == {(f, p) for f, p in FILES}
+    table = study.stages(capability=None)
+    assert list(table["stage"]) == sorted({p.stem for _, p in FILES})
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_section_comments(family, path):
+    """STYLE.md: the four section comments in every kernel, in both families (a CUDA stage whose
+    kernel body lives in a common/ header it includes counts that header's comments)."""
+    from study.build import included_sources
+
+    files = included_sources(path) if family == "cuda" else [path]
+    text = "\n".join(f.read_text() for f in files).lower()
+    missing = [sec for sec in SECTIONS if sec not in text]
+    assert not missing, f"{path.name}: missing section comment(s) {missing}"
+
+
+@pytest.mark.parametrize("family,path", [p for p in FILE_PARAMS if p.values[0] == "cuda"])
+def test_cuda_file_contract(family, path):
+    text = path.read_text()
+    for inc in re.findall(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', text, re.M):
+        assert not inc.startswith(("torch", "ATen", "c10", "pybind11")), \
+            f"{path.name}: stage files are pure CUDA, found #include {inc}"
+        if "/" in inc:
+            assert inc.startswith("common/"), f"{path.name}: project includes come from common/, got {inc}"
+    assert re.search(rf"\bnamespace\s+{path.stem}\b", text), f"{path.name}: everything inside namespace {path.stem}"
+    assert re.search(r"\bunsupported\s*\(", text) and re.search(r"\blaunch\s*\(", text), \
+        f"{path.name}: must define unsupported() and launch()"
+
+
+@pytest.mark.parametrize("family,path", [p for p in FILE_PARAMS if p.values[0] == "triton"])
+def test_triton_file_contract(family, path):
+    tree = ast.parse(path.read_text())
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "matmul" in funcs, f"{path.name}: must define matmul(a, b, c, alpha=1.0, beta=0.0)"
+    args = [a.arg for a in funcs["matmul"].args.args]
+    assert args[:5] == ["a", "b", "c", "alpha", "beta"], f"{path.name}: matmul signature is {args}"
+    jitted = [n for n, f in funcs.items()
+              if any("jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in f.decorator_list)]
+    assert jitted, f"{path.name}: no @triton.jit kernel"
+    for name in jitted:
+        assert name.startswith(path.stem) and name.endswith("_kernel"), \
+            f"{path.name}: kernel {name} must be named {path.stem}_kernel or {path.stem}_<role>_kernel"
+    assert not (TRITON_DIR / "__init__.py").exists(), "triton_kernels/ must not be a package"
