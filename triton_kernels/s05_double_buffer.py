@@ -1,13 +1,15 @@
 """s05_double_buffer: num_stages=2, the next K tile loads while this one is multiplied
 
-Change: vs s04, num_stages=2: Triton's software pipeliner gives each operand two shared-memory
-        buffers and issues the loads of tile k+1 before the tl.dot of tile k. (Triton moves
-        pipelined tiles with cp.async, so this stage already emits LDGSTS; the CUDA pair stages
-        through registers instead. The one idea both share: two buffers, loads overlap math.)
-Why:    at num_stages=1 each K step exposes a full global-load latency (~600-800 cycles from
-        L2/HBM) behind a barrier with only 2 * 128 * 64 * 32 / 128 = 4096 FLOP per thread of math
-        to cover it; with one tile in flight the wait hides behind the previous tile's FFMAs.
-        Cost: a second 24 KB buffer (48 KB of shared memory per program).
+Change: vs s04, num_stages=2: Triton's software pipeliner issues the cp.async loads of K tile
+        k+1 into shared memory while the FFMAs of tile k run. For an FMA tl.dot the operands are
+        first read from shared memory into registers, so one shared buffer per operand is
+        enough: tile k sits in registers while tile k+1 lands in shared memory (the CUDA pair's
+        "double buffer in smem and registers" by another route). Triton moves pipelined tiles
+        with cp.async, so this stage already emits LDGSTS; s06 adds more tiles in flight.
+Why:    at num_stages=1 each K step exposes a full global-load latency (~1 us from HBM) behind
+        a barrier; with one tile in flight the wait hides behind the previous tile's 2048
+        FFMAs per thread. Cost: operand registers (166 -> 204 per thread, 3 -> 2 programs of
+        4 warps per SM); shared memory stays 24 KB per program.
 Expect: ~1.2-1.5x s04 at 4096^3 fp32
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
@@ -20,7 +22,7 @@ BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (no spills)
 BLOCK_K = 32   # K step: (128 + 64) * 32 * 4 B = 24 KB of tiles per step
 NUM_WARPS = 4  # 128 threads
-NUM_STAGES = 2  # two buffers per operand: one tile in flight while one is used
+NUM_STAGES = 2  # one tile in flight (cp.async into one shared buffer) while one is in registers
 
 
 @triton.jit

@@ -1,12 +1,13 @@
 """s06_cp_async: num_stages=3, a multi-stage cp.async pipeline
 
-Change: vs s05, num_stages=3: three shared-memory buffers per operand, two K tiles in flight
-        (cp.async groups, waited on one stage behind), instead of one.
+Change: vs s05, num_stages=3: two shared-memory buffers per operand, two K tiles in flight
+        (cp.async groups, waited on one stage behind) instead of one.
 Why:    one tile in flight hides a load only if it returns within one tile of math: 2048 FFMAs
-        per thread per K step; at 3 programs of 4 warps per SM that is ~6000 issue cycles per
-        scheduler (~3 us), longer than an HBM miss (~1 us), so s05 should already hide most of
-        it. The third buffer absorbs jitter (L2 misses queued behind other SMs' traffic).
-        Cost: 3 x 24 KB = 72 KB of shared memory per program (3 programs per SM still fit).
+        per thread per K step; at 2 programs of 4 warps per SM (210 registers per thread) that
+        is ~4000 issue cycles per scheduler (~2 us), longer than an HBM miss (~1 us), so s05
+        should already hide most of it. The second tile in flight absorbs jitter (L2 misses
+        queued behind other SMs' traffic). Cost: 2 x 24 KB = 48 KB of shared memory per
+        program, which still fits 2 programs per SM.
 Expect: ~1.0-1.1x s05 at 4096^3 fp32 (little left to hide at this tile size)
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
@@ -19,7 +20,7 @@ BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (no spills)
 BLOCK_K = 32   # K step: (128 + 64) * 32 * 4 B = 24 KB of tiles per step
 NUM_WARPS = 4  # 128 threads
-NUM_STAGES = 3  # three buffers per operand: two tiles in flight
+NUM_STAGES = 3  # two tiles in flight (Triton allocates num_stages - 1 shared buffers for an FMA dot)
 
 
 @triton.jit

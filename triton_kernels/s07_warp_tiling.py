@@ -27,7 +27,7 @@ BLOCK_N = 128  # cols of C per program: 128 x 128 fp32 acc = 64 floats per threa
 BLOCK_K = 32   # K step: (128 + 128) * 32 * 4 B = 32 KB of tiles per step
 GROUP_M = 8    # tile rows per band of the grouped program order
 NUM_WARPS = 8  # 256 threads
-NUM_STAGES = 3  # three buffers per operand: two tiles in flight
+NUM_STAGES = 3  # two tiles in flight (Triton allocates num_stages - 1 shared buffers for an FMA dot)
 
 
 @triton.jit
