@@ -1,0 +1,330 @@
+"""Static checks without a GPU: every CUDA stage compiled by nvcc for sm_90a, every Triton stage
+compiled ahead of time for sm_90, with resources and the SASS instruction mix checked.
+
+What a stage claims (the rule, from the stage contract's table, generalised so that future
+stages are covered without test code; header words are used only where the contract gives no
+number, because Change lines also name what a stage replaces, e.g. "no ldmatrix"):
+
+  SIMT     precisions == {fp32}: FFMA present, no HMMA/HGMMA (the math is FFMA only)
+  vector   SIMT and stage number >= 4 (CUDA): LDS.128, and 128-bit global loads
+           (LDG.E.128, or LDGSTS...128 once the global loads are cp.async)
+  cp.async CUDA, Arch sm_80+ and (stage number >= 6 or the Change line says cp.async):
+           LDGSTS
+  mma      CUDA, a tensor-core precision (tf32/fp16/bf16), Arch sm_80+: HMMA
+  ldmatrix CUDA, Arch sm_80+ and the Change line says ldmatrix (not "no ldmatrix"): LDSM
+  wgmma    Arch sm_90a (CUDA), or a Triton tensor-core stage whose title/Change says wgmma:
+           HGMMA; any Triton tensor-core stage: HGMMA or HMMA
+  TMA      Arch sm_90a (CUDA), or a Triton stage whose title/Change says TMA or tensor
+           descriptors: UTMALDG
+  spills   every kernel: 0 bytes spill stores/loads (ptxas -v for CUDA; cuobjdump -res-usage
+           LOCAL = 0 for Triton, whose metadata n_spills is only filled in when loaded on a GPU)
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+import subprocess
+import tempfile
+import types
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import study
+from study import build
+from study.registry import ROOT
+
+ARCH_FLAG = "-gencode=arch=compute_90a,code=sm_90a"
+TENSOR = {"tf32", "fp16", "bf16"}
+CACHE = ROOT / "build" / "static"
+
+
+def _said(stage, *words) -> bool:
+    """The stage's title or Change line names one of `words`, not negated ("no X", "without X")."""
+    text = f"{stage.title} {stage.change}".lower()
+    for w in words:
+        for m in re.finditer(re.escape(w.lower()), text):
+            before = text[max(0, m.start() - 12):m.start()]
+            if not re.search(r"\b(no|without|not|instead of|replaces)\s+(the\s+)?$", before):
+                return True
+    return False
+
+
+def cuda_claims(stage) -> dict:
+    """{name: (check on SASS counts, what it means)} for one CUDA stage."""
+    simt = set(stage.precisions) == {"fp32"}
+    tensor = bool(set(stage.precisions) & TENSOR)
+    c = {}
+    if simt:
+        c["FFMA only"] = (lambda n: n["FFMA"] > 0 and n["HMMA"] == 0 and n["HGMMA"] == 0,
+                          "FFMA present, no HMMA/HGMMA")
+        if stage.number >= 4:
+            c["128-bit loads"] = (lambda n: n["LDS.128"] > 0 and (n["LDG.E.128"] + n["LDGSTS.128"]) > 0,
+                                  "LDS.128 and LDG.E.128 (or 16-byte LDGSTS)")
+    if stage.arch == "sm_80+" and (stage.number >= 6 or _said(stage, "cp.async")):
+        c["cp.async"] = (lambda n: n["LDGSTS"] > 0, "LDGSTS")
+    if tensor and stage.arch == "sm_80+":
+        c["mma"] = (lambda n: n["HMMA"] > 0, "HMMA")
+    if stage.arch == "sm_80+" and _said(stage, "ldmatrix"):
+        c["ldmatrix"] = (lambda n: n["LDSM"] > 0, "LDSM")
+    if stage.arch == "sm_90a":
+        c["wgmma"] = (lambda n: n["HGMMA"] > 0, "HGMMA")
+        c["TMA"] = (lambda n: n["UTMALDG"] > 0, "UTMALDG")
+    return c
+
+
+def triton_claims(stage) -> dict:
+    tensor = bool(set(stage.precisions) & TENSOR)
+    c = {}
+    if not tensor:
+        c["FFMA only"] = (lambda n: n["FFMA"] > 0 and n["HMMA"] == 0 and n["HGMMA"] == 0,
+                          "FFMA present, no HMMA/HGMMA")
+    else:
+        c["tensor cores"] = (lambda n: n["HGMMA"] + n["HMMA"] > 0, "HGMMA or HMMA")
+        if _said(stage, "wgmma") or stage.arch == "sm_90a":
+            c["wgmma"] = (lambda n: n["HGMMA"] > 0, "HGMMA")
+    if _said(stage, "TMA", "tensor descriptor"):
+        c["TMA"] = (lambda n: n["UTMALDG"] > 0, "UTMALDG")
+    return c
+
+
+def sass_counts(sass: str) -> dict:
+    ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)]
+    n = {k: 0 for k in ("FFMA", "HMMA", "HGMMA", "LDG.E.128", "LDS.128", "LDGSTS", "LDGSTS.128",
+                        "LDSM", "UTMALDG")}
+    for op in ops:
+        parts = op.split(".")
+        head = parts[0]
+        if head in ("FFMA", "HMMA", "HGMMA", "LDGSTS", "LDSM", "UTMALDG"):
+            n[head] += 1
+        if head == "LDG" and "128" in parts:
+            n["LDG.E.128"] += 1
+        if head == "LDS" and "128" in parts:
+            n["LDS.128"] += 1
+        if head == "LDGSTS" and "128" in parts:
+            n["LDGSTS.128"] += 1
+    return n
+
+
+# --- CUDA ------------------------------------------------------------------------------------
+
+def _cuda_key(stage) -> str:
+    h = hashlib.sha1()
+    for p in build.included_sources(stage.path):
+        h.update(p.read_bytes())
+    h.update(" ".join(build.NVCC_FLAGS + build.TORCH_NVCC_DEFINES + [ARCH_FLAG]).encode())
+    return h.hexdigest()[:12]
+
+
+def _compile_one(stage):
+    """(sass, resources, log) of one stage, cached under build/static by source hash."""
+    d = CACHE / f"{stage.stem}-{_cuda_key(stage)}"
+    sass_file, log_file = d / "sass.txt", d / "ptxas.log"
+    if not (sass_file.exists() and log_file.exists()):
+        cubin, _, log = build.compile_cubin(stage, d, ARCH_FLAG)
+        sass_file.write_text(build.sass(cubin))
+        log_file.write_text(log)
+    log = log_file.read_text()
+    return sass_file.read_text(), build.parse_ptxas(log), log
+
+
+@pytest.fixture(scope="session")
+def cuda_static():
+    """Every CUDA stage compiled in parallel once per session: {stem: (sass, resources, log) or
+    the exception}."""
+    stages = study.all_stages("cuda")
+
+    def one(st):
+        try:
+            return _compile_one(st)
+        except Exception as exc:
+            return exc
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        out = list(pool.map(one, stages))
+    return {st.stem: r for st, r in zip(stages, out)}
+
+
+CUDA_PARAMS = [pytest.param(s, id=s.stem) for s in study.all_stages("cuda")]
+
+
+def _cuda_result(cuda_static, stage):
+    r = cuda_static[stage.stem]
+    if isinstance(r, Exception):
+        pytest.fail(f"{stage.stem} does not compile for sm_90a:\n{str(r)[-3000:]}")
+    return r
+
+
+@pytest.mark.parametrize("stage", CUDA_PARAMS)
+def test_cuda_compiles_without_spills(stage, cuda_static):
+    sass, res, log = _cuda_result(cuda_static, stage)
+    assert res, f"{stage.stem}: ptxas reported no kernels"
+    spills = [(r.function, r.spill_stores, r.spill_loads) for r in res if r.spill_stores or r.spill_loads]
+    assert not spills, f"{stage.stem}: register spills (function, store bytes, load bytes): {spills}"
+
+
+@pytest.mark.parametrize("stage", CUDA_PARAMS)
+def test_cuda_sass_mix(stage, cuda_static):
+    sass, res, log = _cuda_result(cuda_static, stage)
+    n = sass_counts(sass)
+    wrong = [f"{name}: needs {what}" for name, (ok, what) in cuda_claims(stage).items() if not ok(n)]
+    assert not wrong, f"{stage.stem}: SASS does not show what the stage claims: {wrong}; counts {n}"
+
+
+def test_claim_rule_covers_the_ladder():
+    """The rule gives the contract's table on the contract's stems (guards the rule itself)."""
+    from study.registry import Stage
+
+    def fake(stem, prec, arch="sm_80+", change=""):
+        return Stage("cuda", stem, Path(stem), "t", change, "", "", "none", "", prec, arch, "NN", "none: x")
+    assert set(cuda_claims(fake("s03_x", ("fp32",)))) == {"FFMA only"}
+    assert set(cuda_claims(fake("s04_x", ("fp32",)))) == {"FFMA only", "128-bit loads"}
+    assert set(cuda_claims(fake("s06_x", ("fp32",)))) == {"FFMA only", "128-bit loads", "cp.async"}
+    assert set(cuda_claims(fake("s09_x", ("tf32",)))) == {"cp.async", "mma"}
+    assert "ldmatrix" in cuda_claims(fake("s11_x", ("fp16", "bf16"), change="vs s10, ldmatrix loads"))
+    c12 = cuda_claims(fake("s12_x", ("fp16",), "sm_90a", "TMA and wgmma (no ldmatrix); replaces cp.async"))
+    assert set(c12) == {"wgmma", "TMA"}
+
+
+# --- Triton ------------------------------------------------------------------------------------
+
+class _Captured(Exception):
+    pass
+
+
+@contextmanager
+def _capture_launches(calls: list):
+    """Patch JITFunction.run / Autotuner.run so that a stage's matmul() records its launches
+    (function, bound arguments, configs) instead of running them: no GPU needed."""
+    import torch
+    from triton.runtime import autotuner, jit
+
+    orig_jit, orig_auto = jit.JITFunction.run, autotuner.Autotuner.run
+    orig_props = torch.cuda.get_device_properties
+
+    def jit_run(self, *args, grid, warmup, **kwargs):
+        calls.append((self, args, kwargs, None))
+
+    def auto_run(self, *args, **kwargs):
+        calls.append((self.fn, args, kwargs, list(self.configs)))
+
+    jit.JITFunction.run, autotuner.Autotuner.run = jit_run, auto_run
+    torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
+        multi_processor_count=132, name="NVIDIA H100 80GB HBM3", major=9, minor=0)
+    try:
+        yield
+    finally:
+        jit.JITFunction.run, autotuner.Autotuner.run = orig_jit, orig_auto
+        torch.cuda.get_device_properties = orig_props
+
+
+_TT = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}
+
+
+def _aot_variants(stage, precision: str, all_configs: bool):
+    """[(JITFunction, signature, constexprs, attrs, options)] for a 512^3 call of matmul()."""
+    import torch
+
+    from study.kernels import DTYPES, _load_triton_module
+    from triton.runtime import jit
+
+    mod = _load_triton_module(stage)
+    dt = DTYPES[precision]
+    size = 512
+    a = torch.randn(size, size).to(dt)
+    b = torch.randn(size, size).to(dt)
+    if stage.layout == "NT":
+        b = b.t()
+    c = torch.empty(size, size, dtype=dt)
+    calls: list = []
+    with _capture_launches(calls):
+        mod.matmul(a, b, c, alpha=1.0, beta=0.0)
+    out = []
+    for fn, args, kwargs, configs in calls:
+        while not isinstance(fn, jit.JITFunction):
+            fn = fn.fn
+        cfgs = configs if configs else [None]
+        if not all_configs:
+            cfgs = cfgs[:1]
+        for cfg in cfgs:
+            bound = dict(zip(fn.arg_names, args))
+            bound.update({k: v for k, v in kwargs.items() if k in fn.arg_names})
+            opts = {k: v for k, v in kwargs.items() if k not in fn.arg_names}
+            if cfg is not None:
+                bound.update(cfg.kwargs)
+                opts.update(num_warps=cfg.num_warps, num_stages=cfg.num_stages, num_ctas=cfg.num_ctas)
+                if cfg.maxnreg:
+                    opts["maxnreg"] = cfg.maxnreg
+                if cfg.pre_hook:
+                    cfg.pre_hook(dict(bound))
+            for p in fn.params:   # defaults of unbound parameters
+                if p.name not in bound and p.default is not inspect.Parameter.empty:
+                    bound[p.name] = p.default
+            sig, consts, attrs = {}, {}, {}
+            for i, p in enumerate(fn.params):
+                v = bound.get(p.name)
+                if p.is_constexpr:
+                    sig[p.name] = "constexpr"
+                    consts[p.name] = v
+                elif isinstance(v, torch.Tensor):
+                    sig[p.name] = "*" + _TT[str(v.dtype)]
+                    if v.data_ptr() % 16 == 0:
+                        attrs[(i,)] = [["tt.divisibility", 16]]
+                elif hasattr(v, "block_shape") and hasattr(v, "base"):   # TensorDescriptor
+                    sig[p.name] = f"tensordesc<{_TT[str(v.base.dtype)]}{list(v.block_shape)}>"
+                elif isinstance(v, bool):
+                    sig[p.name] = "i1"
+                elif isinstance(v, int):
+                    sig[p.name] = "i32" if abs(v) < 2**31 else "i64"
+                    if v % 16 == 0 and v != 0:
+                        attrs[(i,)] = [["tt.divisibility", 16]]
+                elif isinstance(v, float):
+                    sig[p.name] = "fp32"
+                elif v is None:
+                    sig[p.name] = "constexpr"
+                    consts[p.name] = None
+                else:
+                    raise TypeError(f"{stage.stem}: cannot type argument {p.name}={v!r} for AOT compile")
+            out.append((fn, sig, consts, attrs, opts))
+    if not out:
+        raise AssertionError(f"{stage.stem}: matmul() launched no Triton kernel")
+    return out
+
+
+def _cuobjdump(args, data: bytes) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(data)
+        f.flush()
+        return subprocess.run([build.cuobjdump(), *args, f.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
+TRITON_PARAMS = [pytest.param(s, p, id=f"{s.stem}-{p}") for s in study.all_stages("triton")
+                 for p in s.precisions]
+
+
+@pytest.mark.parametrize("stage,precision", TRITON_PARAMS)
+def test_triton_aot_sm90(stage, precision):
+    """Compile the kernels matmul() launches (every autotune config for the stage's first
+    precision, the first config otherwise) for sm_90; no spills; the claimed instructions."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    variants = _aot_variants(stage, precision, all_configs=(precision == stage.precisions[0]))
+    problems = []
+    for fn, sig, consts, attrs, opts in variants:
+        tag = {k: v for k, v in consts.items() if k.isupper()} | {k: v for k, v in opts.items()}
+        ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                            options=opts)
+        res = _cuobjdump(["-res-usage"], ck.asm["cubin"])
+        local = [int(x) for x in re.findall(r"LOCAL:(\d+)", res)]
+        if any(local):
+            problems.append(f"{tag}: {max(local)} bytes of local memory (spills): {res.strip()[-300:]}")
+        n = sass_counts(_cuobjdump(["-sass"], ck.asm["cubin"]))
+        wrong = [f"{name}: needs {what}" for name, (ok, what) in triton_claims(stage).items() if not ok(n)]
+        if wrong:
+            problems.append(f"{tag}: {wrong}; counts {n}")
+    assert not problems, f"{stage.stem} {precision}:\n" + "\n".join(problems)
