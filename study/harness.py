@@ -1,0 +1,208 @@
+"""Timing and checking one GEMM on the GPU: inputs, fp64 reference, L2 flush, events, graphs.
+
+The rules (DESIGN.md "Measuring"):
+- inputs are seeded randn scaled by K**-0.25 each, so every output element has variance ~1;
+- the reference is torch.matmul on float64 copies of the very inputs the kernel reads (for
+  fp16/bf16 the rounded ones), computed on the GPU in the same run;
+- each timed repeat starts with a 256 MB write that evicts L2 (50 MB on H100), then device
+  events bracket the call; the median and quartiles of the repeats are kept;
+- a call short enough that launch latency would show (< GRAPH_BELOW_MS) is captured GRAPH_CALLS
+  times into one CUDA graph over rotated copies of its operands (each call reads inputs that no
+  earlier call of the replay touched), and one repeat = flush + one replay / GRAPH_CALLS;
+- warm-up (JIT compile, autotune, module load) happens before any timed repeat.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
+GRAPH_BELOW_MS = 0.2        # calls shorter than this are timed from a CUDA graph
+GRAPH_CALLS = 16            # calls per graph replay
+ROTATE_BYTES = 2 << 30      # at most this much memory for rotated operand copies
+
+
+def flops(M: int, N: int, K: int) -> int:
+    return 2 * M * N * K
+
+
+@dataclass
+class Operands:
+    """One problem's inputs at one precision. B exists as w, a contiguous (N, K) tensor: the NT
+    operand is its transposed view, the NN operand a contiguous (K, N) copy, both equal to B."""
+
+    M: int
+    N: int
+    K: int
+    precision: str
+    seed: int = 0
+    a: torch.Tensor = field(init=False)
+    w: torch.Tensor = field(init=False)
+
+    def __post_init__(self):
+        gen = torch.Generator(device="cuda").manual_seed(self.seed)
+        scale = self.K ** -0.25  # each product term has variance 1/K: outputs have variance ~1
+        dtype = DTYPES[self.precision]
+        self.a = (torch.randn(self.M, self.K, device="cuda", generator=gen) * scale).to(dtype)
+        self.w = (torch.randn(self.N, self.K, device="cuda", generator=gen) * scale).to(dtype)
+
+    @functools.cached_property
+    def b_nn(self) -> torch.Tensor:
+        return self.w.t().contiguous()
+
+    def b(self, layout: str) -> torch.Tensor:
+        return self.w.t() if layout == "NT" else self.b_nn
+
+    @functools.cached_property
+    def reference(self) -> torch.Tensor:
+        """A @ B in float64 on the GPU, from the inputs exactly as the kernels see them."""
+        return self.a.double() @ self.w.double().t()
+
+    def output(self) -> torch.Tensor:
+        """A fresh C full of NaN: a kernel that skips an element cannot pass the check."""
+        return torch.full((self.M, self.N), float("nan"), dtype=self.a.dtype, device="cuda")
+
+    @property
+    def set_bytes(self) -> int:
+        return (self.a.numel() + self.w.numel() + self.M * self.N) * self.a.element_size()
+
+
+class L2Flush:
+    """Writing a buffer larger than L2 evicts every line an earlier call left there."""
+
+    def __init__(self, nbytes: int = FLUSH_BYTES):
+        self.buf = torch.empty(nbytes, dtype=torch.int8, device="cuda")
+
+    def __call__(self):
+        self.buf.zero_()
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """Relative Frobenius error through the project's tolerance module."""
+    from . import tolerance
+
+    return float(tolerance.rel_error(out, ref))
+
+
+def bound(precision: str, K: int) -> float:
+    from . import tolerance
+
+    return float(tolerance.bound(precision, K))
+
+
+@dataclass
+class Timing:
+    ms_median: float
+    ms_q1: float
+    ms_q3: float
+    reps: int
+    graph: bool
+
+
+def quantiles(samples: list) -> tuple:
+    t = torch.tensor(samples, dtype=torch.float64)
+    q = torch.quantile(t, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+    return float(q[1]), float(q[0]), float(q[2])
+
+
+class Timer:
+    """Times one kernel on one problem. `call(a, b, c)` launches on the current stream.
+
+    prepare() runs the warm-up call and one event-timed call, and picks plain launches or a
+    CUDA graph; sample() queues one timed repeat (flush, start, run, end) and returns its event
+    pair; the caller synchronises and reads elapsed times later, so queued repeats of several
+    kernels interleave on the GPU without host gaps in the measured region."""
+
+    def __init__(self, call, ops: Operands, layout: str, flush: L2Flush):
+        self.call, self.ops, self.layout, self.flush = call, ops, layout, flush
+        self.c = ops.output()
+        self.graph = None
+        self.calls_per_rep = 1
+        self.samples: list = []
+        self._pending: list = []
+
+    def warm(self) -> float:
+        """The first call (compile, autotune, load); wall seconds, synchronised."""
+        t0 = time.perf_counter()
+        self.call(self.ops.a, self.ops.b(self.layout), self.c)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def single_ms(self) -> float:
+        """One flushed, event-timed plain call (the estimate that sizes the repeats)."""
+        start, end = self.sample_events(plain=True)
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def use_graph(self):
+        """Capture GRAPH_CALLS calls over rotated operand copies into one graph."""
+        ops, n_sets = self.ops, GRAPH_CALLS
+        if ops.set_bytes * GRAPH_CALLS > ROTATE_BYTES:
+            # Too big to rotate: one set reused; it exceeds L2 several times over by then.
+            n_sets = max(1, min(GRAPH_CALLS, math.ceil((128 << 20) / ops.set_bytes)))
+        b = ops.b(self.layout)
+        sets = [(ops.a, b, self.c)]
+        for _ in range(n_sets - 1):
+            bw = ops.w.clone()
+            sets.append((ops.a.clone(), bw.t() if self.layout == "NT" else bw.t().contiguous(),
+                         torch.empty_like(self.c)))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm every set outside capture
+            for s in sets:
+                self.call(*s)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(GRAPH_CALLS):
+                self.call(*sets[i % n_sets])
+        torch.cuda.synchronize()
+        self.graph, self.calls_per_rep, self._sets = g, GRAPH_CALLS, sets
+
+    def sample_events(self, plain: bool = False):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.flush()
+        start.record()
+        if self.graph is not None and not plain:
+            self.graph.replay()
+        else:
+            self.call(self.ops.a, self.ops.b(self.layout), self.c)
+        end.record()
+        return start, end
+
+    def queue(self):
+        self._pending.append(self.sample_events())
+
+    def collect(self):
+        for start, end in self._pending:
+            self.samples.append(start.elapsed_time(end) / self.calls_per_rep)
+        self._pending = []
+
+    def timing(self) -> Timing:
+        med, q1, q3 = quantiles(self.samples)
+        return Timing(med, q1, q3, len(self.samples), self.graph is not None)
+
+    def check(self):
+        """(rel_err, bound) of a fresh call's output against the fp64 reference."""
+        c = self.ops.output()
+        self.call(self.ops.a, self.ops.b(self.layout), c)
+        torch.cuda.synchronize()
+        return rel_error(c, self.ops.reference), bound(self.ops.precision, self.ops.K)
+
+    def release(self):
+        self.graph, self._sets, self.c = None, None, None
+
+
+def repeats(single_ms: float, budget_s: float, min_reps: int, max_reps: int) -> int:
+    """How many timed repeats fit the time budget of one kernel-shape (flush ~0.1 ms each)."""
+    per = single_ms + 0.1
+    n = int(budget_s * 1e3 / per)
+    if single_ms * min_reps > 2e3 * budget_s:  # very slow kernel: as many as fit, at least 1
+        return max(1, n)
+    return max(min_reps, min(max_reps, n))

@@ -1,0 +1,178 @@
+"""Figures from the tidy tables alone (no GPU): ladder bars, rooflines, TFLOP/s vs size, error vs K.
+
+Every function takes DataFrames as written to reports/data/<gpu>/ and a path; file names are
+fixed by report.py. A wrong, failed or skipped kernel never gets a bar or a point of speed.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .roofline import ceiling_values, datasheet  # noqa: E402
+
+FAMILY_COLOR = {"cuda": "#1f77b4", "triton": "#ff7f0e", "cublas": "#222222", "user": "#2ca02c"}
+PREC_MARKER = {"fp32": "o", "tf32": "s", "fp16": "^", "bf16": "v"}
+
+
+def _save(fig, path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["status"] == "ok") & df["tflops"].notna()]
+
+
+def _size_rows(df: pd.DataFrame, n: int) -> pd.DataFrame:
+    return df[(df["M"] == n) & (df["N"] == n) & (df["K"] == n)]
+
+
+def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extra: str = ""):
+    """Bars per stage at n^3: CUDA and Triton side by side; cuBLAS as a horizontal line per layout."""
+    df = _size_rows(results[results["dtype"] == precision], n)
+    stages = sorted(df.loc[df["family"].isin(["cuda", "triton"]), "stage"].unique())
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(stages) + 2), 4.2))
+    width = 0.38
+    x = np.arange(len(stages))
+    for j, fam in enumerate(("cuda", "triton")):
+        for i, st in enumerate(stages):
+            for kind, hatch, shift in (("stage", None, 0.0), ("finding", "//", 0.0)):
+                row = df[(df["family"] == fam) & (df["stage"] == st) & (df["kind"] == kind)]
+                if row.empty:
+                    continue
+                r = row.iloc[0]
+                xpos = x[i] + (j - 0.5) * width
+                if kind == "finding":
+                    xpos += width * 0.5
+                if r["status"] == "ok" and math.isfinite(r["tflops"]):
+                    ax.bar(xpos, r["tflops"], width * (0.5 if kind == "finding" else 1.0), color=FAMILY_COLOR[fam],
+                           hatch=hatch, edgecolor="white" if hatch is None else "black", alpha=0.6 if hatch else 1.0,
+                           label=f"{fam} (finding: {r['layout']})" if kind == "finding" else fam)
+                    ax.text(xpos, r["tflops"], f"{r['tflops']:.0f}", ha="center", va="bottom", fontsize=7)
+                else:
+                    ax.text(xpos, 0, r["status"], ha="center", va="bottom", rotation=90, fontsize=7, color="red")
+    for layout, style in (("NN", "-"), ("NT", "--")):
+        cb = df[(df["family"] == "cublas") & (df["layout"] == layout) & (df["status"] == "ok")]
+        if len(cb):
+            ax.axhline(cb["tflops"].iloc[0], color="black", linestyle=style, linewidth=1,
+                       label=f"cuBLAS {precision} {layout}: {cb['tflops'].iloc[0]:.0f}")
+    ax.set_xticks(x)
+    ax.set_xticklabels([s.replace("_", "\n", 1) for s in stages], fontsize=8)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{precision} ladder at {n}^3{title_extra}")
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper left")
+    _save(fig, path)
+
+
+def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, path: Path, title: str):
+    """Kernels at n^3 placed at their arithmetic intensity (ncu where profiled, else modelled)."""
+    gpu = str(results["gpu"].iloc[0]) if len(results) else ""
+    meas = ceiling_values(ceilings, "")  # measured only (no datasheet fallback in this dict)
+    ds = datasheet(gpu)
+    df = _ok(_size_rows(results[results["dtype"].isin(precisions)], n))
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    xs = np.logspace(0, 3.7, 200)
+    for prec in precisions:
+        for source, vals, style in (("measured", meas, "-"), ("datasheet", ds, ":")):
+            if prec in vals and "bandwidth" in vals and math.isfinite(vals[prec]):
+                ax.plot(xs, np.minimum(vals[prec], xs * vals["bandwidth"]), style, color="gray",
+                        linewidth=1.2 if source == "measured" else 1)
+                ax.text(xs[-1], vals[prec], f"{prec} {source} {vals[prec]:.0f}", fontsize=7, ha="right",
+                        va="bottom" if prec != "bf16" else "top", color="dimgray")
+    for _, r in df.iterrows():
+        fam = r["family"]
+        ax.scatter(r["intensity"], r["tflops"], color=FAMILY_COLOR.get(fam, "green"),
+                   marker=PREC_MARKER.get(r["dtype"], "o"), s=28, zorder=3,
+                   facecolors="none" if r.get("intensity_source") != "ncu" else None)
+        label = "cuBLAS" if fam == "cublas" else r["stage"][:3]
+        ax.annotate(f"{label}{' ' + r['layout'] if r['kind'] == 'finding' else ''}", (r["intensity"], r["tflops"]),
+                    fontsize=6, xytext=(3, 2), textcoords="offset points")
+    for fam, color in FAMILY_COLOR.items():
+        if fam in set(df["family"]):
+            ax.scatter([], [], color=color, label=fam)
+    for prec in precisions:
+        if prec in set(df["dtype"]):
+            ax.scatter([], [], color="gray", marker=PREC_MARKER[prec], label=prec)
+    ax.plot([], [], "-", color="gray", label="roof, measured this run")
+    ax.plot([], [], ":", color="gray", label="roof, datasheet")
+    src = set(df.get("intensity_source", pd.Series(dtype=str)))
+    how = "ncu DRAM bytes" if src == {"ncu"} else "modelled compulsory traffic" if src == {"modelled"} else \
+        "ncu DRAM bytes (filled) / modelled (hollow)"
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"arithmetic intensity, FLOP per DRAM byte ({how})")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{title} at {n}^3")
+    ax.legend(fontsize=7, loc="lower right")
+    _save(fig, path)
+
+
+def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
+    """Left: square sizes; right: transformer-layer shapes. One line per kernel."""
+    df = _ok(results[results["dtype"] == precision])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.3]})
+    sq = df[df["shape_set"] == "square"]
+    layer = df[df["shape_set"] == "layer"]
+    cats = sorted({(m, n, k) for m, n, k in zip(layer["M"], layer["N"], layer["K"])}, key=lambda s: (s[1], s[2], s[0]))
+    cat_pos = {c: i for i, c in enumerate(cats)}
+    keys = sorted({(f, s, lay, kd) for f, s, lay, kd in zip(df["family"], df["stage"], df["layout"], df["kind"])},
+                  key=lambda k: (k[0] != "cublas", k[1], k[0]))
+    for fam, st, lay, kind in keys:
+        style = "-" if fam != "triton" else "--"
+        lw = 2.2 if fam == "cublas" else 1.1
+        label = f"cuBLAS {lay}" if fam == "cublas" else f"{fam} {st[:3]}{' ' + lay + ' (finding)' if kind == 'finding' else ''}"
+        sel = lambda d: d[(d["family"] == fam) & (d["stage"] == st) & (d["layout"] == lay) & (d["kind"] == kind)]  # noqa: E731
+        s = sel(sq).sort_values("M")
+        if len(s):
+            a1.plot(s["M"], s["tflops"], style, marker=".", lw=lw, label=label,
+                    color="black" if fam == "cublas" else None)
+        s = sel(layer)
+        if len(s):
+            xs = [cat_pos[(m, n, k)] for m, n, k in zip(s["M"], s["N"], s["K"])]
+            order = np.argsort(xs)
+            a2.plot(np.array(xs)[order], s["tflops"].to_numpy()[order], style, marker=".", lw=lw,
+                    color="black" if fam == "cublas" else None)
+    a1.set_xscale("log", base=2)
+    a1.set_xlabel("M = N = K")
+    a1.set_ylabel("TFLOP/s")
+    a1.set_title(f"{precision}: square problems")
+    a1.legend(fontsize=7, ncol=2)
+    a2.set_xticks(range(len(cats)))
+    a2.set_xticklabels([f"M{m}\n{n}x{k}" for m, n, k in cats], fontsize=6)
+    a2.set_title(f"{precision}: transformer layers (M tokens x N x K weight)")
+    _save(fig, path)
+
+
+def error_vs_k(results: pd.DataFrame, path: Path):
+    """Relative Frobenius error vs K per precision, with the tolerance bound."""
+    df = results[results["rel_err"].notna()]
+    precs = [p for p in ("fp32", "tf32", "fp16", "bf16") if p in set(df["dtype"])]
+    fig, axes = plt.subplots(1, max(1, len(precs)), figsize=(4 * max(1, len(precs)), 3.6), squeeze=False)
+    for ax, prec in zip(axes[0], precs):
+        d = df[df["dtype"] == prec]
+        for fam, g in d.groupby("family"):
+            ok = g[g["status"] == "ok"]
+            bad = g[g["status"] == "wrong"]
+            ax.scatter(ok["K"], ok["rel_err"], s=10, color=FAMILY_COLOR.get(fam, "green"), label=fam, alpha=0.7)
+            if len(bad):
+                ax.scatter(bad["K"], bad["rel_err"], s=30, marker="x", color="red", label=f"{fam} wrong")
+        tol = d.dropna(subset=["tol"]).groupby("K")["tol"].max()
+        if len(tol):
+            ax.plot(tol.index, tol.values, "k--", lw=1, label="tolerance")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("K")
+        ax.set_title(prec)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("relative Frobenius error vs fp64")
+    _save(fig, path)

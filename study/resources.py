@@ -1,0 +1,140 @@
+"""Per-kernel resources: registers, shared memory, spills and the key SASS instruction counts.
+
+CUDA stages: nvcc to a cubin with the build's flags (ptxas -v for resources, cuobjdump for SASS);
+works without a GPU. Triton stages: the kernels compiled during a run (registers and spills from
+the loaded binary, shared memory and warps from the metadata, SASS from the cubin).
+One row per GPU kernel function (a stage may have several: one per element type or variant).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from . import build, device
+from .registry import Stage
+
+# Opcodes counted per kernel: the instruction mix each stage claims in its header.
+SASS_KEYS = ("FFMA", "HMMA", "HGMMA", "LDG128", "LDS128", "LDGSTS", "LDSM", "UTMALDG", "STS128", "BAR")
+_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
+_FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
+
+
+def count_opcodes(opcodes) -> dict:
+    c = Counter()
+    for op in opcodes:
+        base = op.split(".")[0]
+        if base in ("FFMA", "HMMA", "HGMMA", "LDGSTS", "LDSM", "UTMALDG", "BAR"):
+            c[base] += 1
+        if base == "LDG" and ".128" in op:
+            c["LDG128"] += 1
+        if base == "LDS" and ".128" in op:
+            c["LDS128"] += 1
+        if base == "STS" and ".128" in op:
+            c["STS128"] += 1
+        c["instructions"] += 1
+    return {k: c.get(k, 0) for k in SASS_KEYS + ("instructions",)}
+
+
+def sass_by_function(sass: str) -> dict:
+    """{function name: [opcode, ...]} from cuobjdump -sass text."""
+    out, func = {}, None
+    for line in sass.splitlines():
+        if m := _FUNC.match(line):
+            func = m.group(1)
+            out[func] = []
+        elif func and (m := _INSN.search(line)):
+            out[func].append(m.group(1))
+    return out
+
+
+def cuda_stage(stage: Stage, out_dir: Path) -> list:
+    arch = device.arch_flag(stage.arch)
+    cubin, res, _ = build.compile_cubin(stage, out_dir, arch)
+    ops = sass_by_function(build.sass(cubin))
+    rows = []
+    for r in res:
+        rows.append({"family": "cuda", "stage": stage.stem, "kernel": r.function, "variant": "",
+                     "registers": r.registers, "shared_bytes": r.shared_bytes, "stack_bytes": r.stack_bytes,
+                     "spill_bytes": r.spill_stores + r.spill_loads, "num_warps": None, "num_stages": None,
+                     **count_opcodes(ops.get(r.function, [])), "lines_of_code": stage.lines_of_code})
+    return rows
+
+
+def cuda_stages(stages, out_dir: Path, jobs: int = 8) -> pd.DataFrame:
+    """Resources of every CUDA stage, compiled in parallel; a failing stage gets an error row."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(st):
+        try:
+            return cuda_stage(st, out_dir)
+        except Exception as exc:
+            return [{"family": "cuda", "stage": st.stem, "kernel": "", "error": str(exc)[:300],
+                     "lines_of_code": st.lines_of_code}]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = [r for rs in pool.map(one, stages) for r in rs]
+    return pd.DataFrame(rows)
+
+
+def _jit_functions(module):
+    """The @triton.jit functions defined in a stage module (unwrapping autotune/heuristics)."""
+    import triton
+
+    seen = []
+    for obj in vars(module).values():
+        fn = obj
+        while hasattr(fn, "fn") and not isinstance(fn, triton.runtime.jit.JITFunction):
+            fn = fn.fn
+        if isinstance(fn, triton.runtime.jit.JITFunction) and fn not in seen:
+            seen.append(fn)
+    return seen
+
+
+def triton_stage(stage: Stage, module, precision: str = "") -> list:
+    """Resources of the kernels this process compiled for a Triton stage module."""
+    rows = []
+    for fn in _jit_functions(module):
+        for dev_cache in getattr(fn, "device_caches", {}).values():
+            kernels = dev_cache[0] if isinstance(dev_cache, tuple) else {}
+            for i, k in enumerate(kernels.values()):
+                try:
+                    k._init_handles()
+                except Exception:
+                    pass
+                cubin = k.asm.get("cubin") if hasattr(k, "asm") else None
+                ops = {}
+                if cubin:
+                    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                        f.write(cubin)
+                        f.flush()
+                        try:
+                            ops = sass_by_function(build.sass(Path(f.name)))
+                        except (subprocess.CalledProcessError, FileNotFoundError):
+                            ops = {}
+                opcodes = [op for v in ops.values() for op in v]
+                md = k.metadata
+                rows.append({"family": "triton", "stage": stage.stem, "kernel": fn.__name__,
+                             "variant": f"{precision}#{i}" if precision else str(i),
+                             "registers": getattr(k, "n_regs", None), "shared_bytes": getattr(md, "shared", None),
+                             "stack_bytes": None, "spill_bytes": getattr(k, "n_spills", None),
+                             "num_warps": getattr(md, "num_warps", None), "num_stages": getattr(md, "num_stages", None),
+                             **count_opcodes(opcodes), "lines_of_code": stage.lines_of_code})
+    return rows
+
+
+def summary(resources: pd.DataFrame) -> pd.DataFrame:
+    """One row per (family, stage): the largest registers/shared memory, total spills, SASS counts."""
+    if resources is None or resources.empty:
+        return pd.DataFrame(columns=["family", "stage", "registers", "shared_bytes", "spill_bytes", "lines_of_code"])
+    df = resources.copy()
+    for col in ("registers", "shared_bytes", "spill_bytes", "lines_of_code", *SASS_KEYS):
+        if col not in df:
+            df[col] = float("nan")
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    agg = {"registers": "max", "shared_bytes": "max", "spill_bytes": "max", "lines_of_code": "max",
+           **{k: "max" for k in SASS_KEYS}}
+    return df.groupby(["family", "stage"], as_index=False).agg(agg)

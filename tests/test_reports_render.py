@@ -1,0 +1,71 @@
+"""Reports render from recorded tables alone (no GPU): README, figures, headline table, % columns."""
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from study import report
+from study.roofline import annotate
+
+FIXTURE = Path(__file__).parent / "data" / "reports_fixture"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reports")
+    shutil.copytree(FIXTURE, root, dirs_exist_ok=True)
+    written = report.render(root)
+    return root, written
+
+
+def test_fixture_is_complete():
+    (gpu_dir,) = report.recorded(FIXTURE)
+    data = report.load(gpu_dir)
+    for col in ("gpu", "family", "stage", "dtype", "layout", "M", "N", "K", "ms_median", "ms_q1", "ms_q3",
+                "tflops", "pct_cublas", "pct_roof", "rel_err", "status", "reason"):
+        assert col in data.results, col
+    assert {"measured", "datasheet"} <= set(data.ceilings["source"])
+
+
+def test_readme_and_figures(rendered):
+    root, written = rendered
+    text = (root / "README.md").read_text()
+    (gpu_dir,) = report.recorded(root)
+    data = report.load(gpu_dir)
+    for section in ("### Environment", "### Ceilings", "### Rooflines", "### Accuracy", "## Method"):
+        assert section in text
+    for prec in set(data.results["dtype"]):
+        assert f"### {prec}" in text
+    for names in report.figure_names(data).values():
+        for name in names:
+            path = root / "figures" / data.gpu / name
+            assert path.exists() and path.stat().st_size > 1000, name
+            assert f"figures/{data.gpu}/{name}" in text, name
+
+
+def test_render_is_deterministic(rendered, tmp_path):
+    root, _ = rendered
+    shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    report.render(tmp_path)
+    assert (tmp_path / "README.md").read_text() == (root / "README.md").read_text()
+
+
+def test_headline_table_is_markdown():
+    (gpu_dir,) = report.recorded(FIXTURE)
+    md = report.headline_table(report.load(gpu_dir))
+    lines = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert len(lines) >= 3 and lines[1].startswith("|---")
+    assert "cuBLAS" in lines[0]
+
+
+def test_wrong_kernel_never_counted_fast():
+    rows = [dict(gpu="G", family=f, stage=s, kind="stage" if f != "cublas" else "baseline", dtype="fp32",
+                 layout="NN", M=64, N=64, K=64, ms_median=ms, status=st)
+            for f, s, ms, st in (("cublas", "cublas", 1.0, "ok"), ("cuda", "s01", 0.5, "wrong"),
+                                 ("cuda", "s02", 2.0, "ok"))]
+    df = annotate(pd.DataFrame(rows))
+    wrong = df[df["stage"] == "s01"].iloc[0]
+    assert math.isnan(wrong["pct_cublas"]) and math.isnan(wrong["pct_roof"])
+    assert df[df["stage"] == "s02"].iloc[0]["pct_cublas"] == pytest.approx(50.0)
