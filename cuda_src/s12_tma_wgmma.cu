@@ -22,6 +22,12 @@
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
 
+// Measured (H100 SXM, 4 runs, do_bench median, cuBLAS = torch.matmul(a, w.t()) same dtype):
+//   4096^3: fp16 524-529 TFLOP/s (70-74% of cuBLAS, 719-752),  bf16 528-531 (70-73%, 724-754)
+//   8192^3: fp16 468-527 (69-83% of cuBLAS, 636-675),           bf16 496-540 (74-85%, 583-696)
+//   (cuBLAS itself moved by up to 16% between runs: percentages are per run.)
+//   rel. Frobenius error vs fp64 at 4096^3: fp16 2.1e-4, bf16 1.7e-3 (the output rounding).
+
 namespace s12_tma_wgmma {
 
 constexpr int BM = 128;              // CTA tile rows: two warpgroups x 64 rows (wgmma M is 64)
