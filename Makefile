@@ -37,5 +37,9 @@ test-gpu: $(ENV_STAMP)
 reports: $(ENV_STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m study reports $(if $(QUICK),--quick,)
 
+# compute-sanitizer (memcheck, racecheck, synccheck) over every CUDA stage at ragged shapes.
+sanitize: $(ENV_STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) tests/sanitize_run.py
+
 clean-build:
 	rm -rf build/

@@ -83,3 +83,15 @@ def interp_results():
     if errors:
         raise RuntimeError("interp_run.py failed:\n" + "\n".join(errors))
     return results
+
+
+@pytest.fixture(scope="session")
+def cuda_built():
+    """Every CUDA stage and broken CUDA fixture built once, in parallel, before the GPU tests
+    (a failed build is reported by the tests of that stage)."""
+    from study import build
+
+    if os.environ.get("STUDY_TEST_WARM"):   # test_gpu.triton_warm's subprocesses: Triton only
+        return {}
+    stages = study.all_stages("cuda") + broken_stages("cuda")
+    return {r.stem: r for r in build.build(stages, jobs=min(16, os.cpu_count() or 1))}

@@ -1,0 +1,366 @@
+"""Every kernel on the GPU against an fp64 reference (marker `gpu`; skipped without CUDA).
+
+Kernels: every CUDA and Triton stage the registry finds, at every precision its header names,
+and cuBLAS at every precision (NN and NT). Test ids: family-stem-precision[-case].
+All comparisons go through gemm_checks (the same functions the tests of the tests use) and
+study.tolerance (the one tolerance policy).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gemm_checks as gc
+import study
+from study import tolerance
+from study.kernels import DTYPES
+
+pytestmark = pytest.mark.gpu
+DEV = "cuda"
+
+
+def _kernels():
+    out = []
+    for s in study.all_stages():
+        for p in s.precisions:
+            out.append(pytest.param((s.family, s.stem, p, s.layout), id=f"{s.family}-{s.stem}-{p}"))
+    for p in ("fp32", "tf32", "fp16", "bf16"):
+        for layout in ("NN", "NT"):
+            out.append(pytest.param(("cublas", p, p, layout), id=f"cublas-{p}-{layout}"))
+    return out
+
+
+KERNELS = _kernels()
+_cache: dict = {}
+
+
+@pytest.fixture(scope="session")
+def triton_warm():
+    """Triton compiles each kernel once per argument specialisation (ints == 1 or % 16, pointer
+    alignment) and BETA_ZERO: ~200 compiles of ~1 s for the sweep below. They are single-threaded,
+    so this fixture first runs the Triton part of this file in parallel subprocesses, which fill
+    the on-disk Triton cache; the tests here then hit it. Results of the warm-up runs are
+    ignored (these tests report)."""
+    if os.environ.get("STUDY_TEST_WARM") or not torch.cuda.is_available():
+        return
+    stems = sorted({s.stem for s in study.all_stages("triton")})
+    jobs = max(1, min(len(stems), (os.cpu_count() or 2) // 2, 8))
+    env = dict(os.environ, STUDY_TEST_WARM="1")
+    procs = []
+    for i in range(jobs):
+        group = stems[i::jobs]
+        expr = " or ".join(f"triton-{st}-" for st in group)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", expr],
+            cwd=study.registry.ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for p in procs:
+        try:
+            p.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@pytest.fixture(scope="session")
+def fast_triton_autotune(triton_warm):
+    """Correctness does not need a careful config search: a quick timer for @triton.autotune,
+    and (see kernel()) the first config only for the shape sweep; test_triton_every_config
+    runs every config."""
+    import triton.testing
+
+    orig = triton.testing.do_bench
+
+    def quick(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        fn()
+        torch.cuda.synchronize()
+        return [0.0] * len(quantiles) if quantiles else 0.0
+    triton.testing.do_bench = quick
+    yield
+    triton.testing.do_bench = orig
+
+
+def _autotuners(module):
+    from triton.runtime.autotuner import Autotuner
+
+    return [v for v in vars(module).values() if isinstance(v, Autotuner)]
+
+
+def kernel(spec):
+    """The study kernel for a (family, name, precision, layout) spec, made once per session."""
+    family, name, prec, layout = spec
+    key = (family, name, layout)
+    if key not in _cache:
+        if family == "cublas":
+            _cache[key] = study.kernel("cublas", prec, layout=layout)
+        else:
+            k = study.kernel(family, name)
+            if family == "triton":
+                for at in _autotuners(k.module):
+                    at.all_configs = list(at.configs)
+                    at.configs = at.configs[:1]
+            _cache[key] = k
+    return _cache[key]
+
+
+@pytest.fixture
+def kern(request, cuda_built, fast_triton_autotune):
+    family, name, prec, layout = request.param
+    if family != "cublas":
+        from study import device
+
+        why = study.registry.find(family, name).unavailable_reason(device.capability())
+        if why:
+            pytest.skip(why)
+        if family == "cuda" and not cuda_built[name].ok:
+            pytest.fail(f"{name} failed to build:\n{cuda_built[name].error[-3000:]}")
+    return kernel(request.param), prec, layout
+
+
+def _limits_refusal(k, exc):
+    """A ValueError from a stage's own limits is allowed only if its header declares limits
+    and the message names an argument."""
+    msg = str(exc)
+    stage = getattr(k, "stage", None)
+    if stage is None or stage.limits.lower().startswith("none"):
+        pytest.fail(f"{k.name}: header says Limits: none, but it refused the problem: {msg}")
+    assert re.search(r"\b(M|N|K|a|b|c|lda|ldb|ldc|alpha|beta)\b", msg), \
+        f"{k.name}: a refusal must name the argument: {msg!r}"
+    pytest.skip(f"declared limit: {msg}")
+
+
+def run_checked(k, case, prec):
+    try:
+        return gc.check_case(k, case, prec, DEV)
+    except ValueError as exc:
+        _limits_refusal(k, exc)
+
+
+SHAPES = gc.GPU_SHAPES + gc.GPU_LARGE
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+def test_shapes(kern, shape):
+    k, prec, layout = kern
+    run_checked(k, gc.Case(*shape, layout=layout), prec)
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+@pytest.mark.parametrize("alpha,beta", gc.ALPHA_BETA[1:], ids=[f"a{a:g}b{b:g}" for a, b in gc.ALPHA_BETA[1:]])
+def test_alpha_beta(kern, alpha, beta):
+    k, prec, layout = kern
+    run_checked(k, gc.Case(*gc.GPU_AB_SHAPE, alpha=alpha, beta=beta, layout=layout), prec)
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+@pytest.mark.parametrize("shape", [(127, 131, 257), (256, 256, 64), (1000, 1000, 1000)], ids=str)
+def test_integer_inputs_exact(kern, shape):
+    """Small integer inputs: every partial sum is exact, so the output must equal the reference
+    bit for bit (int_range keeps |C| inside the output format's exact integers)."""
+    k, prec, layout = kern
+    run_checked(k, gc.Case(*shape, ints=True, layout=layout), prec)
+    run_checked(k, gc.Case(*shape, ints=True, alpha=2.0, beta=-1.0, layout=layout), prec)
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_seeds(kern, seed):
+    k, prec, layout = kern
+    run_checked(k, gc.Case(257, 263, 509, seed=seed, layout=layout), prec)
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_deterministic(kern):
+    k, prec, layout = kern
+    try:
+        gc.check_deterministic(k, gc.Case(1000, 1000, 1000, layout=layout), prec, DEV, runs=4)
+        gc.check_deterministic(k, gc.Case(513, 769, 2049, beta=0.5, layout=layout), prec, DEV, runs=3)
+    except ValueError as exc:
+        _limits_refusal(k, exc)
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_nonfinite_propagate(kern):
+    k, prec, layout = kern
+    try:
+        gc.check_nonfinite(k, prec, DEV, layout)
+    except ValueError as exc:
+        _limits_refusal(k, exc)
+
+
+def _operands(layout, prec, M=67, N=45, K=77, seed=5):
+    return gc.make_operands(gc.Case(M, N, K, seed=seed, layout=layout), prec, DEV)
+
+
+def _view_variants(layout, prec):
+    """(name, a, b, c): operands that are views: offset by one element (misaligned), padded
+    leading dimensions, a C inside a bigger buffer. Each must work or raise ValueError."""
+    M, N, K = 67, 45, 77
+    a, b, c0 = _operands(layout, prec)
+    out = []
+
+    def rnd(*shape):   # tf32 operands pre-rounded, as in gemm_checks.make_operands
+        return tolerance.round_inputs(torch.randn(*shape, device=DEV), prec).to(DTYPES[prec])
+    big_a = rnd(M, K + 9)
+    out.append(("a-offset-by-one", big_a[:, 1:K + 1], b))
+    out.append(("a-padded-ld", big_a[:, :K], b))
+    if layout == "NN":
+        big_b = rnd(K, N + 9)
+        out.append(("b-offset-by-one", a, big_b[:, 1:N + 1]))
+        out.append(("b-padded-ld", a, big_b[:, :N]))
+    else:
+        big_w = rnd(N, K + 9)
+        out.append(("b-offset-by-one", a, big_w[:, 1:K + 1].t()))
+        out.append(("b-padded-ld", a, big_w[:, :K].t()))
+    return out
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_views_work_or_refuse(kern):
+    """Offset (misaligned by one element) and padded views, and a C inside a wider buffer:
+    either the right answer or a ValueError naming the argument; never a wrong answer."""
+    k, prec, layout = kern
+    dt = DTYPES[prec]
+    refused, ran = [], []
+    for name, a, b in _view_variants(layout, prec):
+        M, N = a.shape[0], b.shape[1]
+        for c_kind in ("plain", "c-offset-by-one", "c-padded-ld"):
+            buf = torch.full((M, N + 9), math.nan, device=DEV, dtype=dt)
+            c = {"plain": torch.full((M, N), math.nan, device=DEV, dtype=dt),
+                 "c-offset-by-one": buf[:, 1:N + 1], "c-padded-ld": buf[:, :N]}[c_kind]
+            try:
+                out = k(a, b, c, alpha=1.0, beta=0.0)
+            except ValueError as exc:
+                assert re.search(r"\b(a|b|c|lda|ldb|ldc|M|N|K)\b", str(exc)), \
+                    f"{name}/{c_kind}: a refusal must name the argument: {exc}"
+                refused.append(f"{name}/{c_kind}")
+                continue
+            torch.cuda.synchronize()
+            assert out.data_ptr() == c.data_ptr()
+            tolerance.check(out, a, b, None, 1.0, 0.0, prec, inputs_rounded=(prec == "tf32"),
+                            what=f"{k.name} {name}/{c_kind}")
+            if c_kind != "plain":   # the rest of the buffer (NaN) is untouched
+                rest = buf.clone()
+                rest[:, (1 if c_kind == "c-offset-by-one" else 0):][:, :N] = math.nan
+                assert torch.isnan(rest).all(), f"{name}/{c_kind}: wrote outside C"
+            ran.append(f"{name}/{c_kind}")
+    if refused and getattr(k, "stage", None) is not None:
+        assert not k.stage.limits.lower().startswith("none"), \
+            f"{k.name}: Limits: none, but refused {refused}"
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_bad_layouts_raise(kern):
+    """Non-row-major, strided and overlapping operands raise ValueError before any launch."""
+    k, prec, layout = kern
+    a, b, c0 = _operands(layout, prec)
+    with pytest.raises(ValueError, match=r"^a must be row-major"):
+        k(a.t().contiguous().t(), b)
+    with pytest.raises(ValueError, match=r"^b must be"):
+        k(a, b.contiguous().t().contiguous().t() if layout == "NN" else b.contiguous())
+    with pytest.raises(ValueError, match=r"^c must not overlap"):
+        buf = torch.empty(a.shape[0], max(a.shape[1], b.shape[1]) * 2, device=DEV, dtype=a.dtype)
+        aa = buf[:, :a.shape[1]]
+        aa.copy_(a)
+        k(aa, b, buf[:, 1:1 + b.shape[1]])
+    with pytest.raises(ValueError, match=r"^a has overlapping rows"):
+        k(a.as_strided((a.shape[0], a.shape[1]), (1, 1)), b)
+
+
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_empty_problems(kern):
+    """M, N or K == 0 never reach the kernel: C = beta * C (K = 0), nothing (M or N = 0)."""
+    k, prec, layout = kern
+    dt = DTYPES[prec]
+    a, b, _ = _operands(layout, prec, 5, 6, 0)
+    c = torch.full((5, 6), math.nan, device=DEV, dtype=dt)
+    assert torch.equal(k(a, b, c), torch.zeros(5, 6, device=DEV, dtype=dt))
+    c = torch.ones(5, 6, device=DEV, dtype=dt)
+    assert torch.equal(k(a, b, c, beta=2.0), torch.full((5, 6), 2.0, device=DEV, dtype=dt))
+    a, b, _ = _operands(layout, prec, 0, 6, 4)
+    assert k(a, b).shape == (0, 6)
+
+
+_LIMIT = re.compile(r"\b([MNK])\s*<=\s*(\d+)")
+
+
+def _limit_params():
+    out = []
+    for s in study.all_stages():
+        for dim, val in _LIMIT.findall(s.limits):
+            out.append(pytest.param(((s.family, s.stem, s.precisions[0], s.layout), dim, int(val)),
+                                    id=f"{s.family}-{s.stem}-{dim}<={val}"))
+    return out
+
+
+@pytest.mark.parametrize("spec", _limit_params())
+def test_declared_size_limits_both_sides(spec, cuda_built, fast_triton_autotune):
+    """Limits like 'M <= 524280' from both sides: at the limit the kernel is right, one past it
+    raises ValueError naming the dimension (other dimensions 1-2, so the tensors stay small)."""
+    (family, name, prec, layout), dim, val = spec
+    from study import device
+    why = study.registry.find(family, name).unavailable_reason(device.capability())
+    if why:
+        pytest.skip(why)
+    k = kernel((family, name, prec, layout))
+    sizes = {"M": 2, "N": 2, "K": 2}
+    sizes[dim] = val
+    if val * 2 * torch.finfo(DTYPES[prec]).bits // 8 > 2**31:
+        pytest.skip("limit too large to allocate")
+    gc.check_case(k, gc.Case(sizes["M"], sizes["N"], sizes["K"], layout=layout), prec, DEV)
+    sizes[dim] = val + 1
+    with pytest.raises(ValueError, match=rf"\b{dim}\b"):
+        gc.check_case(k, gc.Case(sizes["M"], sizes["N"], sizes["K"], layout=layout), prec, DEV)
+
+
+def _config_params():
+    out = []
+    for s in study.all_stages("cuda"):
+        if "num_configs" in s.path.read_text():
+            for p in s.precisions:
+                out.append(pytest.param((s.family, s.stem, p, s.layout), id=f"cuda-{s.stem}-{p}"))
+    for s in study.all_stages("triton"):
+        if "autotune" in s.path.read_text():
+            for p in s.precisions:
+                out.append(pytest.param((s.family, s.stem, p, s.layout), id=f"triton-{s.stem}-{p}"))
+    return out
+
+
+@pytest.mark.parametrize("kern", _config_params(), indirect=True)
+def test_every_config(kern):
+    """Autotuned stages: every configuration on a ragged shape, beta = 0 (NaN C) and beta != 0."""
+    k, prec, layout = kern
+    cases = [gc.Case(131, 137, 259, layout=layout), gc.Case(67, 45, 77, alpha=2.0, beta=0.5, layout=layout)]
+    if k.family == "cuda":
+        from study.kernels import CudaKernel
+        names = k.configs()
+        assert names, f"{k.name}: defines num_configs() but lists no configuration"
+        for i, cname in enumerate(names):
+            ki = CudaKernel(k.stage, config=i)
+            for case in cases:
+                try:
+                    gc.check_case(ki, case, prec, DEV)
+                except ValueError as exc:
+                    _limits_refusal(ki, exc)
+                except AssertionError as exc:
+                    raise AssertionError(f"config {i} ({cname}): {exc}") from None
+    else:
+        for at in _autotuners(k.module):
+            configs = getattr(at, "all_configs", at.configs)
+            try:
+                for cfg in configs:
+                    at.configs = [cfg]
+                    at.cache.clear()
+                    for case in cases:
+                        try:
+                            gc.check_case(k, case, prec, DEV)
+                        except AssertionError as exc:
+                            raise AssertionError(f"config {cfg}: {exc}") from None
+            finally:
+                at.configs = configs[:1]
+                at.cache.clear()
