@@ -43,6 +43,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs=2, metavar=("STEM", "PRECISION"))
     ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--jobs", type=int, default=6, help="sanitizer runs at a time (they share the GPU)")
     ap.add_argument("stems", nargs="*")
     args = ap.parse_args()
     if args.child:
@@ -57,33 +58,42 @@ def main() -> int:
     results = {r.stem: r for r in study.build.build(stages)}
     rows, bad = [], 0
     env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    todo = []
     for s in stages:
         if not results[s.stem].ok:
             rows.append((s.stem, "-", "build", "FAIL", 0.0, results[s.stem].error[-200:]))
             bad += 1
             continue
-        for prec in s.precisions:
-            for tool in args.tools.split(","):
-                cmd = [san, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20",
-                       sys.executable, __file__, "--child", s.stem, prec]
-                t = time.perf_counter()
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-                dt = time.perf_counter() - t
-                out = proc.stdout + proc.stderr
-                m = re.search(r"ERROR SUMMARY: (\d+) error", out)
-                nerr = int(m.group(1)) if m else -1
-                ok = proc.returncode == 0 and nerr == 0
-                detail = "" if ok else (out.strip().splitlines() or ["(no output)"])[-1][:200]
-                if not ok:
-                    bad += 1
-                    first = [ln for ln in out.splitlines() if "=====" in ln and ("Error" in ln or "Race" in ln or "Invalid" in ln)][:3]
-                    detail = " | ".join(first) or detail
-                rows.append((s.stem, prec, tool, "ok" if ok else f"FAIL({nerr})", dt, detail))
-                print(f"{s.stem:24s} {prec:5s} {tool:10s} {'ok' if ok else 'FAIL'} {dt:6.1f}s {detail}", flush=True)
+        todo += [(s, prec, tool) for prec in s.precisions for tool in args.tools.split(",")]
+
+    def one(item):
+        s, prec, tool = item
+        cmd = [san, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20",
+               sys.executable, __file__, "--child", s.stem, prec]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        dt = time.perf_counter() - t
+        out = proc.stdout + proc.stderr
+        m = re.search(r"ERROR SUMMARY: (\d+) error", out)
+        nerr = int(m.group(1)) if m else -1
+        ok = proc.returncode == 0 and nerr == 0
+        detail = ""
+        if not ok:
+            first = [ln for ln in out.splitlines() if "=====" in ln and
+                     any(w in ln for w in ("Error", "Race", "Invalid", "Hazard", "Barrier"))][:3]
+            detail = " | ".join(first) or (out.strip().splitlines() or ["(no output)"])[-1][:300]
+        print(f"{s.stem:24s} {prec:5s} {tool:10s} {'ok' if ok else 'FAIL'} {dt:6.1f}s {detail}", flush=True)
+        return (s.stem, prec, tool, "ok" if ok else f"FAIL({nerr})", dt, detail)
+
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for r in pool.map(one, todo):
+            rows.append(r)
+            bad += r[3] != "ok"
     print("\nsummary:")
     print(f"{'stage':24s} {'prec':5s} {'tool':10s} result")
     for r in rows:
-        print(f"{r[0]:24s} {r[1]:5s} {r[2]:10s} {r[3]}")
+        print(f"{r[0]:24s} {r[1]:5s} {r[2]:10s} {r[3]} {r[5][:160]}")
     print(f"\n{len(rows) - bad} ok, {bad} failing")
     return 1 if bad else 0
 
