@@ -9,7 +9,8 @@
 //         (128 + 128) * 4 B per k for 2 * 128 * 128 FLOPs: 64 FLOP/B, vs 16 FLOP/B for 32x32
 //         tiles, well right of the FP32 ridge (~22 FLOP/B) so L2/DRAM stop mattering.
 // Expect: ~3x s02 at 4096^3 fp32, ~40% of cuBLAS FP32 (scalar loads: 16 LDS per 64 FFMA and
-//         4 + 4 scalar global loads per thread per tile still cost issue slots)
+//         4 + 4 scalar global loads per thread per tile still cost issue slots; H100: 20.4
+//         TFLOP/s, 39% of cuBLAS)
 // Limits: none (any M, N, K >= 1, any leading dimension)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s03_register_tiling.py

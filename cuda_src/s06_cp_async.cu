@@ -9,7 +9,10 @@
 //         free registers, and a late slice only stalls if it is later than 2 slices of math.
 //         Cost: A cannot be transposed in 16-byte pieces, so it moves as 4-byte copies (4
 //         LDGSTS per thread per slice vs 1 LDG.128 + 4 STS); shared memory 3 x 8.1 KiB = 24.4 KiB.
-// Expect: ~1.1x s05 at 4096^3 fp32
+// Expect: ~1.0x s05 at 4096^3 fp32, not faster (H100: 44.4 vs 45.4 TFLOP/s, 0.98x): with two
+//         blocks per SM s05 already hides the load latency (ncu on the s08 menu: issue-bound,
+//         DRAM 5% busy), and the transposed A costs 4 LDGSTS per slice. The pipeline pays off
+//         in s08, where deeper slices (BK 16) and 1-block-per-SM tiles need latency hidden.
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
 //         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN

@@ -10,8 +10,11 @@
 //         epilogue writes 128 consecutive bytes per row per instruction. Grouped order keeps the
 //         ~264 co-resident blocks on 8 A panels and ~33 B panels, cutting L2 misses for large N
 //         (at 8192^3 row-major order co-schedules 4 block rows and all 64 B panels).
-// Expect: ~1.1x s06 at 4096^3 fp32; the swizzle matters little here (SIMT fp32 needs only
-//         ~0.8 TB/s from L2 at 64 FLOP/B), the gain comes from fewer shared-memory wavefronts
+// Expect: ~1.0x s06 at 4096^3 fp32, not faster (H100: 43.4 vs 44.4 TFLOP/s, 0.98x). The 8x8
+//         kernel is issue-bound (ncu: issue slots 77% busy, FMA pipe 68%, L1 64%, DRAM 5%), so
+//         fewer shared-memory wavefronts and L2 misses buy nothing yet (row-major order measured
+//         the same: 43.4); warp tiles are what let s08 grow thread tiles to 16x8 (6 LDS.128 per
+//         128 FFMA, still one wavefront each) and reach 92-96% of cuBLAS.
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
 //         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
