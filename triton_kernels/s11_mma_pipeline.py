@@ -15,10 +15,10 @@ Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s11_mma_pipeline.cu
 """
-import os
-
 import triton
 import triton.language as tl
+
+from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
@@ -42,14 +42,13 @@ for _c in CONFIGS:
     assert _bm % 64 == 0 and _bn % 8 == 0 and _bn <= 256, "tile must fit wgmma (M % 64, N % 8, N <= 256)"
     assert _c.num_stages * (_bm + _bn) * _bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
 
-# The interpreter (CPU checks) cannot time configurations: it runs the first one only.
-if os.environ.get("TRITON_INTERPRET") == "1":
-    CONFIGS = CONFIGS[:1]
 
 
 # restore_value: autotune runs each config several times; with beta != 0 each run would
-# accumulate into C, so C is saved before timing and restored after.
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"])
+# accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
+# the interpreter (no device timer) run configs[0] only.
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"],
+                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": autotune_prune})
 @triton.jit
 def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -57,15 +56,7 @@ def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, 
     # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows --------------------
     # Consecutive programs (running at the same time) cover a GROUP_M x many block of C:
     # they share A strips within the group and B strips across it, both held in L2.
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    tiles_per_group = GROUP_M * grid_n
-    group = pid // tiles_per_group
-    first_m = group * GROUP_M
-    group_rows = min(grid_m - first_m, GROUP_M)     # the last group may be shorter
-    pid_m = first_m + (pid % tiles_per_group) % group_rows
-    pid_n = (pid % tiles_per_group) // group_rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # [BLOCK_M]
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # [BLOCK_N]

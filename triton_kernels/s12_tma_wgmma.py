@@ -18,11 +18,11 @@ Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-by
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
 Pair:   cuda_src/s12_tma_wgmma.cu
 """
-import os
-
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+
+from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
@@ -54,27 +54,19 @@ for _c in CONFIGS:
     assert _bm % 64 == 0 and _bn % 8 == 0, "tile must fit wgmma (M % 64, N % 8)"
     assert _c.num_stages * (_bm + _bn) * _bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
 
-# The interpreter (CPU checks) cannot time configurations: it runs the first one only.
-if os.environ.get("TRITON_INTERPRET") == "1":
-    CONFIGS = CONFIGS[:1]
 
 
 # restore_value: autotune runs each config several times; with beta != 0 each run would
-# accumulate into C, so C is saved before timing and restored after.
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"])
+# accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
+# the interpreter (no device timer) run configs[0] only.
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"],
+                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": autotune_prune})
 @triton.jit
 def s12_tma_wgmma_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          GROUP_M: tl.constexpr, BETA_ZERO: tl.constexpr):
     # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows (as s11) -----------
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    tiles_per_group = GROUP_M * grid_n
-    first_m = (pid // tiles_per_group) * GROUP_M
-    group_rows = min(grid_m - first_m, GROUP_M)     # the last group may be shorter
-    pid_m = first_m + (pid % tiles_per_group) % group_rows
-    pid_n = (pid % tiles_per_group) // group_rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
 

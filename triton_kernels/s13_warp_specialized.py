@@ -20,12 +20,13 @@ Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layou
 Pair:   cuda_src/s13_warp_specialized.cu
 """
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
+
+from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, grouped_tile
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -62,10 +63,6 @@ for _c in CONFIGS:
     assert _c.num_warps == 4, "Hopper warp specialisation needs num_warps=4 (1 producer + 2 consumers)"
     assert _c.num_stages * (_bm + _bn) * _bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-# The interpreter (CPU checks) cannot time configurations: it runs the first one only.
-if INTERPRET:
-    CONFIGS = CONFIGS[:1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -74,8 +71,10 @@ def _num_sms(device_index):
 
 
 # restore_value: autotune runs each config several times; with beta != 0 each run would
-# accumulate into C, so C is saved before timing and restored after.
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"])
+# accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
+# the interpreter (no device timer) run configs[0] only.
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"],
+                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": autotune_prune})
 @triton.jit
 def s13_warp_specialized_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -84,18 +83,12 @@ def s13_warp_specialized_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta
     # --- tile assignment: persistent; program p takes tiles p, p + NUM_SMS, ... -------------
     # Tiles are numbered in grouped order (GROUP_M tile rows per group, as s11/s12), so the
     # NUM_SMS tiles in flight at one time share A and B strips in L2.
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = grid_m * grid_n
-    tiles_per_group = GROUP_M * grid_n
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
 
     # warp_specialize: the compiler partitions this loop nest into a producer warpgroup (the
     # TMA loads below) and consumer warpgroups (wgmma + epilogue), linked by mbarriers.
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, warp_specialize=True):
-        first_m = (tile // tiles_per_group) * GROUP_M
-        group_rows = min(grid_m - first_m, GROUP_M)     # the last group may be shorter
-        pid_m = first_m + (tile % tiles_per_group) % group_rows
-        pid_n = (tile % tiles_per_group) // group_rows
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
 
