@@ -289,6 +289,18 @@ def _triton_resources(entries, precision: str) -> list:
     return json.loads(json.dumps(rows, default=str))
 
 
+def _triton_autotune(entries, precision: str) -> list:
+    """The configurations @triton.autotune chose in this child, per stage and tuning key."""
+    rows = []
+    for stem in sorted({e.stage for e in entries if e.family == "triton"}):
+        module = sys.modules.get(f"study_triton_{stem}")
+        for obj in vars(module).values() if module else ():
+            for key, cfg in getattr(obj, "cache", {}).items() if hasattr(obj, "configs") else ():
+                rows.append({"family": "triton", "stage": stem, "precision": precision,
+                             "shape_class": "x".join(str(k) for k in key[:3]), "config": str(cfg)})
+    return rows
+
+
 def run_child(spec: dict) -> int:
     """Child process body: one precision group over its shapes, JSON lines on stdout."""
     import torch
@@ -321,6 +333,7 @@ def run_child(spec: dict) -> int:
         if i + 1 < len(shapes):
             predict_skips(entries, done, shapes[i + 1], settings, skip)
     emit({"event": "resources", "rows": _triton_resources(entries, precision)})
+    emit({"event": "autotune", "rows": _triton_autotune(entries, precision)})
     emit({"event": "done"})
     return 0
 
@@ -333,6 +346,7 @@ class GroupResult:
     precision: str
     rows: list = field(default_factory=list)
     resources: list = field(default_factory=list)
+    autotune: list = field(default_factory=list)
     seconds: float = 0.0
     crashes: list = field(default_factory=list)
 
@@ -355,6 +369,8 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
             json.dump(spec, f)
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                    PYTHONUNBUFFERED="1")
+        # @triton.autotune results on disk: later children (ncu) and runs reuse the search.
+        env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
         err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen([sys.executable, "-m", "study.bench", "child", f.name], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
@@ -372,6 +388,8 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
                     on_row(ev["row"])
             elif ev["event"] == "resources":
                 res.resources += ev["rows"]
+            elif ev["event"] == "autotune":
+                res.autotune += ev["rows"]
             elif ev["event"] == "done":
                 finished = True
         proc.wait()

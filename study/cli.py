@@ -95,7 +95,7 @@ def measure(args) -> int:
     # 3. Precision groups, each in its own child process.
     total = sum(len(es) * len(shapes) for es in groups.values())
     bar = _progress(total, "measuring")
-    rows, triton_res, crashes = [], [], []
+    rows, triton_res, triton_tuned, crashes = [], [], [], []
 
     def on_row(r):
         r["sm_mhz"] = clock.latest()
@@ -105,6 +105,7 @@ def measure(args) -> int:
         g = bench.run_group(prec, entries, shapes, settings, on_row=on_row, log_path=logs / f"bench_{prec}.log")
         rows += g.rows
         triton_res += g.resources
+        triton_tuned += g.autotune
         crashes += g.crashes
         phases[f"measure {prec}"] = g.seconds
     bar.close()
@@ -163,9 +164,11 @@ def measure(args) -> int:
     try:
         at_table = autotune.table()
         if len(at_table):
-            at_table = at_table[at_table["gpu"] == gpu]
+            at_table = at_table[at_table["gpu"] == gpu].drop(columns=["gpu"])
+            at_table.insert(0, "family", "cuda")
     except Exception:
         at_table = pd.DataFrame()
+    at_table = pd.concat([at_table, pd.DataFrame(triton_tuned)], ignore_index=True)
     env.update(clock.stop())
     env["crashes"] = crashes
     phases["tables"] = time.perf_counter() - t

@@ -121,6 +121,7 @@ def profile(groups: dict, shapes: dict, out_dir: Path, timeout_s: int = 300) -> 
            "--target-processes", "all", "-f", "-o", str(rep),
            sys.executable, "-m", "study.profile", "child", str(tmp / "spec.json"), str(tmp / "order.json")]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.setdefault("TRITON_CACHE_AUTOTUNING", "1")  # reuse the bench children's autotune results
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + proc.stdout[-20000:] + proc.stderr[-20000:])
     report = rep.with_suffix(".ncu-rep")
