@@ -55,9 +55,9 @@ def triton_warm():
     procs = []
     for i in range(jobs):
         group = stems[i::jobs]
-        expr = " or ".join(f"triton-{st}-" for st in group)
+        expr = "(" + " or ".join(f"triton-{st}-" for st in group) + ") and (test_shapes or test_views)"
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", expr],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", expr],
             cwd=study.registry.ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     for p in procs:
         try:
@@ -151,35 +151,36 @@ def test_shapes(kern, shape):
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
-@pytest.mark.parametrize("alpha,beta", gc.ALPHA_BETA[1:], ids=[f"a{a:g}b{b:g}" for a, b in gc.ALPHA_BETA[1:]])
-def test_alpha_beta(kern, alpha, beta):
+def test_alpha_beta(kern):
+    """Every alpha/beta combination (beta == 0 on a NaN-filled C, alpha == 0) on a ragged shape."""
     k, prec, layout = kern
-    run_checked(k, gc.Case(*gc.GPU_AB_SHAPE, alpha=alpha, beta=beta, layout=layout), prec)
+    for alpha, beta in gc.ALPHA_BETA[1:]:
+        run_checked(k, gc.Case(*gc.GPU_AB_SHAPE, alpha=alpha, beta=beta, layout=layout), prec)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
-@pytest.mark.parametrize("shape", [(127, 131, 257), (256, 256, 64), (1000, 1000, 1000)], ids=str)
-def test_integer_inputs_exact(kern, shape):
+def test_integer_inputs_exact(kern):
     """Small integer inputs: every partial sum is exact, so the output must equal the reference
     bit for bit (int_range keeps |C| inside the output format's exact integers)."""
     k, prec, layout = kern
-    run_checked(k, gc.Case(*shape, ints=True, layout=layout), prec)
-    run_checked(k, gc.Case(*shape, ints=True, alpha=2.0, beta=-1.0, layout=layout), prec)
+    for shape in [(127, 131, 257), (256, 256, 64)]:
+        run_checked(k, gc.Case(*shape, ints=True, layout=layout), prec)
+    run_checked(k, gc.Case(127, 131, 257, ints=True, alpha=2.0, beta=-1.0, layout=layout), prec)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_seeds(kern, seed):
+def test_seeds(kern):
     k, prec, layout = kern
-    run_checked(k, gc.Case(257, 263, 509, seed=seed, layout=layout), prec)
+    for seed in (1, 2, 3):
+        run_checked(k, gc.Case(257, 263, 509, seed=seed, layout=layout), prec)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_deterministic(kern):
     k, prec, layout = kern
     try:
-        gc.check_deterministic(k, gc.Case(1000, 1000, 1000, layout=layout), prec, DEV, runs=4)
-        gc.check_deterministic(k, gc.Case(513, 769, 2049, beta=0.5, layout=layout), prec, DEV, runs=3)
+        gc.check_deterministic(k, gc.Case(1000, 1000, 1000, layout=layout), prec, DEV, runs=3)
+        gc.check_deterministic(k, gc.Case(513, 769, 2049, beta=0.5, layout=layout), prec, DEV, runs=2)
     except ValueError as exc:
         _limits_refusal(k, exc)
 
@@ -229,7 +230,7 @@ def test_views_work_or_refuse(kern):
     refused, ran = [], []
     for name, a, b in _view_variants(layout, prec):
         M, N = a.shape[0], b.shape[1]
-        for c_kind in ("plain", "c-offset-by-one", "c-padded-ld"):
+        for c_kind in ("plain", "c-offset-by-one"):
             buf = torch.full((M, N + 9), math.nan, device=DEV, dtype=dt)
             c = {"plain": torch.full((M, N), math.nan, device=DEV, dtype=dt),
                  "c-offset-by-one": buf[:, 1:N + 1], "c-padded-ld": buf[:, :N]}[c_kind]
