@@ -43,7 +43,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs=2, metavar=("STEM", "PRECISION"))
     ap.add_argument("--tools", default=",".join(TOOLS))
-    ap.add_argument("--jobs", type=int, default=6, help="sanitizer runs at a time (they share the GPU)")
+    ap.add_argument("--jobs", type=int, default=12, help="sanitizer runs at a time (they share the GPU)")
     ap.add_argument("stems", nargs="*")
     args = ap.parse_args()
     if args.child:
