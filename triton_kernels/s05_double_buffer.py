@@ -10,7 +10,9 @@ Why:    at num_stages=1 each K step exposes a full global-load latency (~1 us fr
         a barrier; with one tile in flight the wait hides behind the previous tile's 2048
         FFMAs per thread. Cost: operand registers (166 -> 204 per thread, 3 -> 2 programs of
         4 warps per SM); shared memory stays 24 KB per program.
-Expect: ~1.2-1.5x s04 at 4096^3 fp32
+Expect: ~0.95-1.0x s04 at 4096^3 fp32 (H100 run 1: 0.94x, 37.3 vs 39.6 TFLOP/s): the overlap
+        is paid for with registers (3 -> 2 programs of 4 warps per SM), which removes about as
+        much latency hiding as the prefetch adds; the gain arrives with s06's second tile.
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s05_double_buffer.cu

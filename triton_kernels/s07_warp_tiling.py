@@ -1,18 +1,20 @@
 """s07_warp_tiling: more warps per program tile, grouped program order for L2 reuse
 
-Change: vs s06, (1) a 128 x 128 program tile split over 8 warps (num_warps=8) instead of
-        128 x 64 over 4: the tile assignment to warps is the compiler's, the knob is num_warps;
+Change: vs s06, (1) a 256 x 64 program tile split over 8 warps (num_warps=8) instead of
+        128 x 64 over 4: each thread keeps 64 accumulators, the program is twice as tall; the
+        assignment of warps to sub-tiles is the compiler's, the knob is num_warps;
         (2) programs walk C in bands of GROUP_M = 8 tile rows (study.tritonlib.grouped_tile)
         instead of row by row.
-Why:    (1) a 128 x 128 tile loads (128 + 128) * 32 floats per K step for 2 * 128 * 128 * 32
-        FLOPs: 32 FLOP/B from shared memory / L2 vs 21 for 128 x 64, still 64 accumulators per
-        thread at 8 warps (256 threads). (2) 132 SMs run ~132 tiles at once and these walk K in
-        step, so HBM traffic per wave ~ distinct panels touched (each 128 x 4096 x 4 B = 2 MB at
-        4096^2): row order touches ~5 A + 32 B = 37 panels, bands of 8 rows 8 A + ~17 B = 25,
-        a third less. Either way a wave does 132 * 2 * 128^2 * 4096 FLOP over <= 78 MB, > 200
-        FLOP/B vs a ~22 FLOP/B FP32 ridge: the SIMT kernel is FMA-bound, so (2) buys little here
-        and is kept for the tensor-core stages, whose ridge is ~6x higher.
-Expect: ~1.05-1.2x s06 at 4096^3 fp32, from the bigger tile; the program order is ~neutral
+Why:    (1) a 256 x 64 tile loads (256 + 64) * 32 floats per K step for 2 * 256 * 64 * 32
+        FLOPs: 25.6 FLOP/B from shared memory / L2 vs 21.3 for 128 x 64, and B is read by half
+        as many programs. (2) 132 SMs run ~132 tiles at once and these walk K in step, so HBM
+        traffic per wave ~ distinct panels touched (2-4 MB each at 4096^2): bands of 8 tile
+        rows touch ~8 A + ~17 B panels instead of ~5 A + all 64 B panels in row order. Either
+        way a wave does > 200 FLOP per HBM byte vs a ~22 FLOP/B FP32 ridge: the SIMT kernel is
+        FMA-issue bound, so (2) buys little here and is kept for the tensor-core stages.
+Expect: ~1.0-1.05x s06 at 4096^3 fp32 (in run 1's autotune timings 256 x 64 x 8 warps beat
+        128 x 64 x 4 warps by 1.4%: Triton's FMA dot issues ~87% FFMA in its K loop whatever the
+        warp count, so warp tiling has little left to win in Triton)
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s07_warp_tiling.cu
@@ -22,9 +24,9 @@ import triton.language as tl
 
 from study.tritonlib import grouped_tile
 
-BLOCK_M = 128  # rows of C per program
-BLOCK_N = 128  # cols of C per program: 128 x 128 fp32 acc = 64 floats per thread at 8 warps
-BLOCK_K = 32   # K step: (128 + 128) * 32 * 4 B = 32 KB of tiles per step
+BLOCK_M = 256  # rows of C per program
+BLOCK_N = 64   # cols of C per program: 256 x 64 fp32 acc = 64 floats per thread at 8 warps
+BLOCK_K = 32   # K step: (256 + 64) * 32 * 4 B = 40 KB of tiles per step (2 buffers: 80 KB)
 GROUP_M = 8    # tile rows per band of the grouped program order
 NUM_WARPS = 8  # 256 threads
 NUM_STAGES = 3  # two tiles in flight (Triton allocates num_stages - 1 shared buffers for an FMA dot)
