@@ -12,7 +12,9 @@
 // LDGSTS), not the ~20 of recomputing row * ld + k and all bounds per copy (measured in SASS:
 // 110 -> ~30 non-FFMA instructions per 128x128x8 slice). Out-of-range elements are
 // zero-filled by the copy itself (src_bytes 0: nothing is read), never branched around, so a
-// tail tile adds zeros to the sums. Only the last slice of K checks k.
+// tail tile adds zeros to the sums. Only the last slice of K checks k. Such a copy's source
+// address may point past the tensor: it is never dereferenced (ptxas turns src_bytes 0 into
+// LDGSTS's ignore-source predicate), which saves a pointer select per copy.
 #pragma once
 #include "common/cp_async.cuh"
 #include "common/gemm.cuh"
