@@ -25,6 +25,7 @@ FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
 GRAPH_BELOW_MS = 0.2        # calls shorter than this are timed from a CUDA graph
 GRAPH_CALLS = 16            # calls per graph replay
 ROTATE_BYTES = 2 << 30      # at most this much memory for rotated operand copies
+DEVICE = "cuda"             # where operands live (CPU only for the harness's own smoke tests)
 
 
 def flops(M: int, N: int, K: int) -> int:
@@ -45,11 +46,11 @@ class Operands:
     w: torch.Tensor = field(init=False)
 
     def __post_init__(self):
-        gen = torch.Generator(device="cuda").manual_seed(self.seed)
+        gen = torch.Generator(device=DEVICE).manual_seed(self.seed)
         scale = self.K ** -0.25  # each product term has variance 1/K: outputs have variance ~1
         dtype = DTYPES[self.precision]
-        self.a = (torch.randn(self.M, self.K, device="cuda", generator=gen) * scale).to(dtype)
-        self.w = (torch.randn(self.N, self.K, device="cuda", generator=gen) * scale).to(dtype)
+        self.a = (torch.randn(self.M, self.K, device=DEVICE, generator=gen) * scale).to(dtype)
+        self.w = (torch.randn(self.N, self.K, device=DEVICE, generator=gen) * scale).to(dtype)
 
     @functools.cached_property
     def b_nn(self) -> torch.Tensor:
@@ -65,7 +66,7 @@ class Operands:
 
     def output(self) -> torch.Tensor:
         """A fresh C full of NaN: a kernel that skips an element cannot pass the check."""
-        return torch.full((self.M, self.N), float("nan"), dtype=self.a.dtype, device="cuda")
+        return torch.full((self.M, self.N), float("nan"), dtype=self.a.dtype, device=DEVICE)
 
     @property
     def set_bytes(self) -> int:
@@ -76,7 +77,7 @@ class L2Flush:
     """Writing a buffer larger than L2 evicts every line an earlier call left there."""
 
     def __init__(self, nbytes: int = FLUSH_BYTES):
-        self.buf = torch.empty(nbytes, dtype=torch.int8, device="cuda")
+        self.buf = torch.empty(nbytes, dtype=torch.int8, device=DEVICE)
 
     def __call__(self):
         self.buf.zero_()

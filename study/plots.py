@@ -110,6 +110,10 @@ def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, 
         "ncu DRAM bytes (filled) / modelled (hollow)"
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(1, 5e3)
+    if df.empty and not (meas or ds):
+        ax.set_ylim(0.1, 1e3)
+        ax.text(30, 10, "no measurements at this size", ha="center")
     ax.set_xlabel(f"arithmetic intensity, FLOP per DRAM byte ({how})")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{title} at {n}^3")

@@ -279,13 +279,14 @@ def _phases(env: dict) -> str:
 
 
 def _problems(data: Data) -> pd.DataFrame:
+    """Wrong, failed, refused and skipped measurements: one row per kernel and status."""
     res = data.results
-    bad = res[res["status"].isin(["wrong", "error", "skipped", "unsupported"])]
+    bad = res[res["status"].isin(["wrong", "error", "skipped", "unsupported"])].copy()
     if bad.empty:
         return pd.DataFrame()
-    g = bad.groupby(["family", "stage", "dtype", "layout", "status", "reason"], as_index=False).agg(
-        shapes=("M", "size"))
-    return g
+    bad["shape"] = [f"{m}x{n}x{k}" for m, n, k in zip(bad["M"], bad["N"], bad["K"])]
+    return bad.groupby(["family", "stage", "dtype", "layout", "status"], as_index=False, sort=True).agg(
+        shapes=("shape", lambda s: ", ".join(s)), first_reason=("reason", "first"))
 
 
 METHOD = """\
