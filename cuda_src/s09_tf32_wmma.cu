@@ -11,9 +11,12 @@
 //         (at ~1.6 GHz, 132 SMs) that 182 TFLOP/s (half of cuBLAS) needs. Rows padded by 4
 //         floats (144 B) put the 8 rows a fragment load touches on 8 different bank quads.
 //         NT: with B stored [N][K], both tiles are K-contiguous, so both move as 16 B cp.async
-//         rows, and B fragments load col_major straight from them.
-// Expect: ~3.5x s08 at 4096^3 (~180 TFLOP/s, ~50% of cuBLAS TF32 at 4096^3 and 8192^3);
-//         rel. error vs fp64 ~5e-4 (10-bit TF32 mantissas, inputs rounded to nearest)
+//         rows, and B fragments load col_major straight from them. What holds it near 30%:
+//         a tf32 m16n8k8 runs as two HMMA.1684 (k = 4 each) in SASS, each k8 step issues
+//         32 LDS.32 + 32 rounding adds per 64 HMMAs, and the barrier at the top of each K tile
+//         idles every warp's tensor pipe at once.
+// Expect: ~2.5x s08 at 4096^3 (~110 TFLOP/s, ~30-35% of cuBLAS TF32 at 4096^3 and 8192^3);
+//         rel. error vs fp64 ~3e-4 (10-bit TF32 mantissas, inputs rounded to nearest)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K a multiple of 4), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT

@@ -1,21 +1,24 @@
-// s11_mma_pipeline: mma.sync + ldmatrix on XOR-swizzled tiles, 4-stage cp.async, 128x256 tiles
+// s11_mma_pipeline: mma.sync + ldmatrix on XOR-swizzled tiles, register epilogue
 //
 // Change: vs s10, WMMA gives way to the PTX it hides: ldmatrix (LDSM) loads fragments whose
 //         register layout is now known, mma.sync.m16n8k16 multiplies them, and the epilogue
-//         stores accumulators straight from registers. Known layouts allow an unpadded tile
-//         with an XOR swizzle (chunk ^= row bits) instead of s10's padding, a 128x256 block
-//         tile (8 warps of 64x64) and a 4-stage cp.async pipeline.
-// Why:    the 128x256x32 tile loads (128+256)*32*2 B = 24 KiB per 2*128*256*32 = 2 MFLOP
-//         (85 FLOP/B from L2, s10: 64); 4 stages * 24 KiB = 96 KiB keep 3 tiles (6 MFLOP per
-//         block) in flight to cover DRAM latency. Per 16-wide K step a warp issues 4 LDSM for
-//         A (one m16k16 fragment each), 4 LDSM.T for B (two k16n8 fragments each) and 32 MMAs:
-//         8 shared loads per 32 MMAs. Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of
-//         16 B at one logical chunk; B rows are 512 B apart (all on one bank group), so
-//         storing chunk c of row r at c ^ (r % 8) spreads them over the 8 groups of a 128 B
-//         line; A rows are 64 B (4 chunks): c ^ ((r / 2) % 4) does the same for row pairs.
-//         The epilogue needs no staging: each thread owns row pairs of 2 adjacent columns.
-// Expect: ~1.3x s10 at 4096^3; ~60-65% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (mma.sync on
-//         H100 runs well below wgmma's rate); rel. error as s10 (set by the output rounding)
+//         stores accumulators straight from registers. Known layouts allow unpadded tiles
+//         with an XOR swizzle (chunk ^= row bits) instead of s10's padding. Same 128x128x32
+//         block tile, 4 warps of 64x64, 4-stage cp.async pipeline, two blocks per SM.
+// Why:    Per 16-wide K step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T
+//         for B (two k16n8 fragments each) and 32 MMAs: 8 shared loads per 32 MMAs, with no
+//         opaque-fragment shuffles. Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B
+//         at one logical chunk; B rows are 256 B apart (all on one bank group), so storing
+//         chunk c of row r at c ^ (r % 8) spreads them over the 8 groups of a 128 B line; A
+//         rows are 64 B (4 chunks): c ^ ((r / 2) % 4) does the same for row pairs. Unpadded,
+//         a stage is (128+128)*32*2 B = 16 KiB (s10: 18.5), 4 stages 64 KiB. The epilogue
+//         needs no shared staging: each lane owns row pairs of 2 adjacent columns and stores
+//         them as one 32-bit word. Still one block-wide barrier per 32-wide K tile, which
+//         leaves every warp's tensor pipe idle at the same moment; the second block per SM
+//         covers part of that (128x256 tiles with 8 warps, one block per SM, measured ~10%
+//         slower on H100). s12's asynchronous wgmma + mbarrier ring removes the barrier.
+// Expect: ~1.1x s10 at 4096^3; ~48-50% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~330 TFLOP/s);
+//         rel. error as s10 (set by the output rounding)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
@@ -115,9 +118,10 @@ struct Config {
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is at most 227 KiB on H100");
 };
 
-// 128x256x32, 8 warps (2 x 4) of 64x64, 4 stages of 24 KiB = 96 KiB: one block of 256 threads
-// per SM (accumulators alone are 4*8*4 = 128 fp32 registers per thread).
-using Default = Config<128, 256, 32, 2, 4, 4, 8>;
+// 128x128x32, 4 warps (2 x 2) of 64x64, 4 stages of 16 KiB = 64 KiB: two blocks of 128 threads
+// per SM, so one block's barrier wait is covered by the other's MMAs (accumulators alone are
+// 4*8*4 = 128 fp32 registers per thread; 244 in all, 2 * 128 * 244 < 64 Ki).
+using Default = Config<128, 128, 32, 2, 2, 4, 8>;
 
 template <typename T, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<T> p, bool pair_store) {
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<T>
   extern __shared__ float4 smem4[];  // float4: 16-byte alignment for cp.async and ldmatrix
   T* smem = reinterpret_cast<T*>(smem4);
 
-  // --- tile assignment: grouped order of 128x256 C tiles; warp (wm, wn) owns a 64x64 piece --
+  // --- tile assignment: grouped order of BM x BN C tiles; warp (wm, wn) owns a WM x WN piece
   const int tiles_m = gemm::cdiv(p.M, BM), tiles_n = gemm::cdiv(p.N, BN);
   const gemm::TileCoord tile = gemm::grouped_tile(blockIdx.x, tiles_m, tiles_n, Cfg::GROUP_M);
   const int m0 = tile.m * BM, n0 = tile.n * BN;
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<T>
 #pragma unroll
     for (int i = 0; i < Cfg::B_ELEMS / 8 / THREADS; ++i) {
       const int id = threadIdx.x + i * THREADS;
-      const int r = id / B_CPR, c = id % B_CPR, n = n0 + c * 8;  // a warp: one 512 B row of B
+      const int r = id / B_CPR, c = id % B_CPR, n = n0 + c * 8;  // a warp: 2 rows of 256 B of B
       const int bytes = k0 + r < p.K ? max(0, min(16, 2 * (p.N - n))) : 0;
       gemm::cp_async_16(Bs + (r * B_CPR + swizzle<B_CPR>(r, c)) * 8,
                         bytes ? p.B + (k0 + r) * p.ldb + n : p.B, bytes);
