@@ -38,7 +38,8 @@ by <= u_out (bound 1.73 u_out).
 
 How tight is that (K = 1000 / 16384):  fp32 3.4e-6 / 1.3e-5   tf32 2.4e-3 / 2.8e-3
 (with inputs already tf32-representable: 2.9e-5 / 4.4e-4)   fp16 8.8e-4 / 1.3e-3
-bf16 6.8e-3 / 7.2e-3 (measured on CPU with randn inputs: fp32 2e-7, fp16 2.1e-4, bf16 1.7e-3).  A kernel that drops one K tile of 32 at K = 1000 is off by
+bf16 6.8e-3 / 7.2e-3 (measured on CPU with randn inputs: fp32 2e-7, fp16 2.1e-4, bf16 1.7e-3).
+A kernel that drops one K tile of 32 at K = 1000 is off by
 sqrt(32/1000) = 0.18; one that drops a single k step is off by 1/sqrt(K) = 0.032 / 0.0078;
 all fail (tests/test_broken.py proves it with deliberately broken kernels).
 
