@@ -351,10 +351,33 @@ class GroupResult:
     crashes: list = field(default_factory=list)
 
 
+def _lines(proc, stall_s: float):
+    """The child's stdout lines; None once no line came for stall_s seconds."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            q.put(line)
+        q.put("")  # EOF
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        try:
+            line = q.get(timeout=stall_s)
+        except queue.Empty:
+            yield None
+            return
+        if line == "":
+            return
+        yield line
+
+
 def run_group(precision: str, entries: list, shapes: list, settings: Settings, on_row=None,
-              log_path: Path | None = None, max_restarts: int = 4) -> GroupResult:
-    """Measure one precision group in child processes; a crashing kernel is dropped and the
-    child restarted at the shape where it crashed."""
+              log_path: Path | None = None, max_restarts: int = 4, stall_s: float = 180.0) -> GroupResult:
+    """Measure one precision group in child processes; a kernel that crashes the child (or hangs:
+    no event for stall_s) is dropped and the child restarted at the shape where it happened."""
     res = GroupResult(precision)
     t0 = time.perf_counter()
     skip: dict = {}
@@ -374,15 +397,21 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen([sys.executable, "-m", "study.bench", "child", f.name], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
-        last_start, shape_rows, finished = None, {}, False
-        for line in proc.stdout:
-            if not line.startswith("{"):
+        last_start, finished, hung = None, False, False
+        for line in _lines(proc, stall_s):
+            if line is None:  # no event for stall_s: a hung kernel; the child is killed
+                hung = True
+                proc.kill()
+                break
+            try:
+                ev = json.loads(line) if line.startswith("{") else None
+            except json.JSONDecodeError:
+                ev = None
+            if ev is None:
                 continue
-            ev = json.loads(line)
             if ev["event"] == "start":
                 last_start = ev
             elif ev["event"] == "row":
-                shape_rows.setdefault((ev["row"]["M"], ev["row"]["N"], ev["row"]["K"]), []).append(ev["row"])
                 res.rows.append(ev["row"])
                 if on_row:
                     on_row(ev["row"])
@@ -404,7 +433,8 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
             res.crashes.append(f"{precision}: child exited {proc.returncode} before any kernel ran")
             break
         bad = next(e for e in entries if e.label == last_start["entry"])
-        why = f"crashed the CUDA context at {last_start['shape']} (exit {proc.returncode}); see bench log"
+        why = (f"hung at {last_start['shape']} (no progress for {stall_s:.0f} s; killed)" if hung else
+               f"crashed the CUDA context at {last_start['shape']} (exit {proc.returncode}); see bench log")
         res.crashes.append(f"{bad.label}: {why}")
         skip[bad] = why
     res.seconds = time.perf_counter() - t0

@@ -112,6 +112,9 @@ def measure(args) -> int:
     for c in crashes:
         _say(f"CRASH: {c}")
     results = pd.DataFrame(rows)
+    if results.empty:
+        _say("no measurement came back (see the bench logs); nothing written")
+        return 1
     results.insert(0, "gpu", gpu)
 
     # 4. Nsight Compute at one shape per precision (falls back to modelled traffic).

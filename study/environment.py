@@ -64,7 +64,7 @@ class ClockSampler:
         if smi:
             self._proc = subprocess.Popen(
                 [smi, "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", "0",
-                 f"-lms={int(self.period_s * 1000)}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                 "-lms", str(int(self.period_s * 1000))], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self._thread = threading.Thread(target=self._read_smi, daemon=True)
         else:
             self._thread = threading.Thread(target=self._poll_torch, daemon=True)

@@ -69,3 +69,51 @@ def test_wrong_kernel_never_counted_fast():
     wrong = df[df["stage"] == "s01"].iloc[0]
     assert math.isnan(wrong["pct_cublas"]) and math.isnan(wrong["pct_roof"])
     assert df[df["stage"] == "s02"].iloc[0]["pct_cublas"] == pytest.approx(50.0)
+
+
+FAKE_CHILD = '''
+import json, sys, time
+spec = json.loads(open(sys.argv[-1]).read())
+skip = {json.dumps(e, sort_keys=True) for e, _ in spec["skip"]}
+for shape in spec["shapes"]:
+    rows = []
+    for e in spec["entries"]:
+        if json.dumps(e, sort_keys=True) in skip:
+            rows.append(dict(stage=e["stage"], M=shape["M"], N=shape["N"], K=shape["K"], status="skipped"))
+            continue
+        label = f"{e['family']}:{e['stage']}:{e['precision']}:{e['layout']}"
+        print(json.dumps({"event": "start", "entry": label, "shape": str(shape["M"])}), flush=True)
+        print("{not json", flush=True)
+        if e["stage"] == "s02" and shape["M"] == 128:
+            sys.exit(3)
+        if e["stage"] == "s03" and shape["M"] == 256:
+            time.sleep(30)
+        rows.append(dict(stage=e["stage"], M=shape["M"], N=shape["N"], K=shape["K"], status="ok"))
+    for r in rows:
+        print(json.dumps({"event": "row", "row": r}), flush=True)
+print(json.dumps({"event": "done"}))
+'''
+
+
+def test_crashing_and_hanging_kernels_are_dropped(tmp_path, monkeypatch):
+    """A kernel that kills its child process, or hangs it, is recorded and the rest goes on."""
+    import subprocess
+    import sys
+
+    from study import bench
+
+    script = tmp_path / "fake_child.py"
+    script.write_text(FAKE_CHILD)
+    real = subprocess.Popen
+    monkeypatch.setattr(bench.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, str(script), cmd[-1]], **kw))
+    entries = [bench.Entry("cublas", "cublas", "fp32", "NN", "baseline")] + \
+        [bench.Entry("cuda", s, "fp32", "NN") for s in ("s01", "s02", "s03")]
+    shapes = bench.parse_shapes(["64", "128", "256", "512"])
+    g = bench.run_group("fp32", entries, shapes, bench.Settings(), stall_s=3)
+    assert len(g.rows) == len(entries) * len(shapes)
+    status = {(r["stage"], r["M"]): r["status"] for r in g.rows}
+    assert status[("s02", 64)] == "ok" and status[("s02", 128)] == "skipped"
+    assert status[("s03", 128)] == "ok" and status[("s03", 256)] == "skipped"
+    assert status[("s01", 512)] == "ok"
+    assert any("crashed" in c for c in g.crashes) and any("hung" in c for c in g.crashes)
