@@ -26,8 +26,11 @@ env: $(ENV_STAMP)
 	touch $@
 
 # The README's test command: every test; GPU tests run when a CUDA GPU is present.
+# With a GPU and pytest-xdist (the GPU machine has it), GPU tests run in 4 processes.
+XDIST := $(shell $(PY) -c "import xdist, torch; assert torch.cuda.is_available()" >/dev/null 2>&1 && echo "-n 4")
+
 test: $(ENV_STAMP)
-	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q
+	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q $(XDIST)
 
 test-gpu: $(ENV_STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q -m gpu

@@ -85,7 +85,7 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
             raise ValueError(f"{name} must be 2-D, got {t.dim()}-D with shape {tuple(t.shape)}")
     allowed = {DTYPES[p]: p for p in reversed(precisions)}
     if a.dtype not in allowed:
-        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        names = ", ".join(dict.fromkeys(str(DTYPES[p]).replace("torch.", "") for p in precisions))
         raise TypeError(f"a must have dtype {names} for this kernel, got {str(a.dtype).replace('torch.', '')}")
     if b.dtype != a.dtype:
         raise TypeError(f"b must have the dtype of a ({a.dtype}), got {b.dtype}")
