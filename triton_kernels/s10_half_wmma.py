@@ -8,7 +8,8 @@ Why:    half the bytes per operand and the full-rate tensor-core path: H100 dens
         (128+128)*32*2 B = 16 KiB per K step for 2*128*128*32 = 1 MFLOP: 64 FLOP/B, below the
         H100 DRAM ridge (~266 FLOP/B for BF16), so it runs near peak only while most tile loads
         hit L2; row-major program order gives no help there (s11 adds grouping).
-Expect: ~85% of cuBLAS FP16 at 4096^3 (~580 TFLOP/s)
+Expect: ~65-70% of cuBLAS FP16 at 4096^3 (H100 run 1, fp16 4096^3: 510 TFLOP/s = 67% of
+        cuBLAS's 755; bf16 and 8192^3 not measured yet)
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s10_half_wmma.cu

@@ -11,7 +11,9 @@ Why:    a 128x256x64 stage is (128+256)*64*2 B = 48 KiB: s11 moves it as 3072 16
         rows beyond M/N and columns beyond K, no masks in the loop). Same tiles, pipeline depth
         and grouped order as s11, so the arithmetic intensity (85 FLOP/B for 128x256) is
         unchanged: the gain is issue slots and registers, not traffic.
-Expect: ~1.03x s11 at 4096^3; >= 95% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3
+Expect: ~1.0x s11 at 4096^3, ~90-95% of cuBLAS FP16/BF16 (NT) (H100 run 1, fp16 4096^3:
+        650 TFLOP/s = 92% of cuBLAS NT's 704, autotune picked 256x128x64 3 stages; bf16 and
+        8192^3 not measured yet)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (C goes through masked pointer stores)

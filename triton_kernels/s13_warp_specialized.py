@@ -1,18 +1,22 @@
-"""s13_warp_specialized: persistent programs, warp-specialised TMA producer / wgmma consumers
+"""s13_warp_specialized: persistent programs over TMA descriptors, one flattened pipeline
 
 Change: vs s12, one program per SM (grid = number of SMs) loops over C tiles in grouped order,
-        and the tile loop is tl.range(..., warp_specialize=True): Triton splits each program
-        into a producer warpgroup that only issues TMA copies (setmaxnreg down to 40 registers)
-        and 2 consumer warpgroups (232 registers) that each run wgmma on half the tile's rows
-        and its epilogue, handing smem slots over on mbarriers.
+        and the tile loop and its K loop are flattened into one software-pipelined loop
+        (tl.range(..., flatten=True)): the TMA loads of tile i+1's first K steps are in flight
+        while tile i's last wgmmas and its epilogue run. Not warp-specialised: Triton 3.6's
+        automatic Hopper warp specialisation (warp_specialize=True, num_warps=4 -> 1 TMA
+        producer + 2 wgmma consumer warpgroups, setmaxnreg 40/232 in the SASS) compiled but hung
+        on the H100 at 4096^3 fp16, and Triton's own tutorial enables it on Blackwell only. The
+        CUDA pair does the producer/consumer split by hand.
 Why:    s12 at 4096^3 launches cdiv(4096,128)*cdiv(4096,256) = 512 programs = 3.9 waves of 132
         SMs. A 128x256 tile is 2*128*256*4096 = 268 MFLOP, ~55 us at ~4.9 TFLOP/s per SM (650
         TFLOP/s / 132); each program spends ~1-2 us filling its pipeline from empty and ~1-2 us
         storing 64 KiB of C while its tensor cores idle: ~4-7% of the tile. Persistent and
-        specialised, the producer runs ahead into tile i+1 while the consumers store tile i, so
-        the tensor cores see one continuous stream of K steps (~4 tiles per SM at 4096^3, ~16
-        at 8192^3), and load issue slots and address registers leave the MMA warps entirely.
-Expect: ~1.05x s12 at 4096^3; >= 95% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3
+        flattened, the fill happens once per SM (~4 tiles per SM at 4096^3, ~16 at 8192^3) and
+        the next tile's loads overlap the current epilogue; the epilogue itself still runs on
+        the MMA warps (what warp specialisation would take off them).
+Expect: ~1.03x s12 at 4096^3; ~90-95% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3
+        (untested on the GPU in this form: see the stage's report)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (C goes through masked pointer stores)
@@ -44,25 +48,19 @@ def _config(bm, bn, bk, stages, warps):
 
 
 # Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B plus
-# the epilogue's layout-conversion buffer. num_warps must be 4: Triton 3.6's Hopper warp
-# specialisation then runs 3 warpgroups (12 warps): the 4 requested warps become the TMA
-# producer and 2 consumer warpgroups each take half of the tile's rows. With num_warps=8
-# it silently falls back to an unspecialised loop (checked in the ttgir). 256x128 is left out:
-# its consumers (128x128 fp32 each, 232 registers) spill 8 words when beta != 0.
+# a 32 KiB buffer the epilogue uses to change the accumulator's layout for coalesced stores.
 CONFIGS = [
-    _config(128, 256, 64, 3, 4),   # 144 KiB; consumers: 2 x (64x256 wgmma), 128 acc regs each
-    _config(128, 256, 64, 4, 4),   # 192 KiB (+32 KiB epilogue buffer: 224 of 227 KiB)
-    _config(128, 128, 64, 4, 4),   # 128 KiB; consumers: 2 x (64x128), more tiles per SM
-    _config(128, 128, 64, 5, 4),   # 160 KiB; deeper ring
+    _config(128, 256, 64, 3, 8),   # 144 KiB; 2 warpgroups of 64x256 wgmma, 128 acc regs each
+    _config(128, 256, 64, 4, 8),   # 192 KiB (+32 KiB epilogue buffer: 224 of 227 KiB)
+    _config(256, 128, 64, 3, 8),   # 144 KiB; tall tile (s12's pick at 4096^3 fp16)
+    _config(128, 128, 64, 4, 8),   # 128 KiB; 2 warpgroups of 64x128, more tiles per SM
 ]
 for _c in CONFIGS:
     _bk, _bm, _bn = _c.kwargs["BLOCK_K"], _c.kwargs["BLOCK_M"], _c.kwargs["BLOCK_N"]
     assert _bk * 2 <= 128, "BLOCK_K * 2 B must fit one 128-byte TMA swizzle row"
     assert _bm <= 256 and _bn <= 256, "a TMA box is at most 256 rows"
-    assert _bm % 128 == 0 and _bn % 8 == 0, "tile must split over 2 consumer wgmma groups (M % 128, N % 8)"
-    assert _c.num_warps == 4, "Hopper warp specialisation needs num_warps=4 (1 producer + 2 consumers)"
+    assert _bm % 64 == 0 and _bn % 8 == 0, "tile must fit wgmma (M % 64, N % 8)"
     assert _c.num_stages * (_bm + _bn) * _bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
-
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,19 +83,20 @@ def s13_warp_specialized_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta
     # NUM_SMS tiles in flight at one time share A and B strips in L2.
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
 
-    # warp_specialize: the compiler partitions this loop nest into a producer warpgroup (the
-    # TMA loads below) and consumer warpgroups (wgmma + epilogue), linked by mbarriers.
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, warp_specialize=True):
+    # flatten: the compiler fuses this loop with the K loop below into one loop of
+    # tiles_per_program * k_steps iterations and pipelines it num_stages deep across tile
+    # boundaries. (warp_specialize=True here hung on the H100 with Triton 3.6: see header.)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
 
         # --- operand staging: TMA boxes A [BLOCK_M, BLOCK_K], B [BLOCK_N, BLOCK_K] ----------
-        # The producer partition owns these loads; it runs ahead into the next tile while
-        # the consumers are in this tile's epilogue (num_stages smem slots between them).
+        # Flattened, the pipeline does not drain at a tile boundary: the next tile's first
+        # num_stages-1 boxes are requested before this tile's epilogue runs.
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
-        # --- loop over K: the consumer partition waits on a slot, wgmma, releases it -------
+        # --- loop over K: wait on a slot's mbarrier, wgmma from smem, free the slot --------
         for k0 in range(0, K, BLOCK_K):
             a = a_desc.load([off_m, k0])     # [BLOCK_M, BLOCK_K], zero-filled past M / K
             b = b_desc.load([off_n, k0])     # [BLOCK_N, BLOCK_K], zero-filled past N / K
