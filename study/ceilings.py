@@ -81,7 +81,7 @@ def fma_peak(reps: int = 10) -> dict:
 def cublas_peaks(sizes=(4096, 8192), reps: int = 10) -> list:
     import torch
 
-    from .bench import Entry, make_call
+    from .measure import Entry, make_call
     from .harness import L2Flush, Operands, Timer, quantiles
 
     flush, rows = L2Flush(), []

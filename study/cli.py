@@ -51,7 +51,7 @@ def measure(args) -> int:
     """The measured study on this GPU: build, ceilings, each precision group, ncu, tables, figures."""
     import pandas as pd
 
-    from . import autotune, bench, build, ceilings, device, environment, profile, report, resources
+    from . import autotune, build, ceilings, device, environment, measure as bench, profile, report, resources
     from .registry import find
     from .roofline import annotate
 
@@ -224,7 +224,7 @@ def cmd_reports(args) -> int:
 
 
 def _shape(text: str):
-    from .bench import parse_shapes
+    from .measure import parse_shapes
 
     return parse_shapes([text])[0]
 
@@ -234,7 +234,7 @@ def cmd_bench(args) -> int:
 
     import study
 
-    from .bench import bench
+    from .measure import bench
     from .registry import find
 
     if args.family == "cublas":

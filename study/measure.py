@@ -3,7 +3,7 @@
 - The plan comes from the registry only: a stage joins a precision group when its header's Dtype
   names that precision, and is timed in its header's Layout; cuBLAS of the group is timed in
   every layout the group's stages use (and NN).
-- Each precision group runs in a child process (`python -m study.bench child SPEC`) that prints
+- Each precision group runs in a child process (`python -m study.measure child SPEC`) that prints
   one JSON line per event. A kernel that kills the CUDA context kills only its child: the parent
   records it as crashed and restarts the child without it at the same shape.
 - Inside a child, shapes go smallest first; at each shape every kernel is warmed, checked
@@ -126,9 +126,9 @@ class Settings:
     repeats); a kernel whose call exceeds `slow_call_s`, or whose next shape is predicted to
     exceed `max_call_s`, is skipped at bigger shapes."""
 
-    budget_s: float = 0.4
+    budget_s: float = 0.25
     min_reps: int = 5
-    max_reps: int = 40
+    max_reps: int = 30
     slow_call_s: float = 0.1
     max_call_s: float = 0.5
     seed: int = 0
@@ -395,7 +395,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         # @triton.autotune results on disk: later children (ncu) and runs reuse the search.
         env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
         err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
-        proc = subprocess.Popen([sys.executable, "-m", "study.bench", "child", f.name], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "study.measure", "child", f.name], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
         last_start, finished, hung = None, False, False
         for line in _lines(proc, stall_s):
@@ -484,4 +484,4 @@ def bench(fn, shapes, precision: str = "fp32", *, layout: str = "NN", name: str 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "child":
         sys.exit(run_child(json.loads(Path(sys.argv[2]).read_text())))
-    sys.exit("usage: python -m study.bench child SPEC.json (used by `python -m study reports`)")
+    sys.exit("usage: python -m study.measure child SPEC.json (used by `python -m study reports`)")

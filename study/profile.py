@@ -161,7 +161,7 @@ def run_child(spec: dict, order_path: str) -> int:
     """Under ncu: warm everything, then marker + one call per kernel inside the profiled range."""
     import torch
 
-    from .bench import Entry, Shape, make_call
+    from .measure import Entry, Shape, make_call
     from .harness import Operands
 
     marker_buf = torch.zeros(1, device="cuda")

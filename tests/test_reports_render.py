@@ -100,7 +100,7 @@ def test_crashing_and_hanging_kernels_are_dropped(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from study import bench
+    from study import measure as bench
 
     script = tmp_path / "fake_child.py"
     script.write_text(FAKE_CHILD)
