@@ -47,6 +47,18 @@ def _say(msg: str):
     print(f"[study] {msg}", file=sys.stderr, flush=True)
 
 
+def _merge(old, new, key: list):
+    """Rows of `new`, plus the rows of `old` whose key `new` does not have (filtered runs)."""
+    import pandas as pd
+
+    if old is None or old.empty or not set(key) <= set(old.columns):
+        return new
+    if new is None or new.empty or not set(key) <= set(new.columns):
+        return old
+    m = old[key].merge(new[key].drop_duplicates(), on=key, how="left", indicator=True)
+    return pd.concat([old[(m["_merge"] == "left_only").to_numpy()], new], ignore_index=True)
+
+
 def measure(args) -> int:
     """The measured study on this GPU: build, ceilings, each precision group, ncu, tables, figures."""
     import pandas as pd
@@ -177,12 +189,13 @@ def measure(args) -> int:
     phases["tables"] = time.perf_counter() - t
     old = report.data_dir(gpu)
     if filtered and (old / "results.csv").exists():
-        prev = report.load(old).results
-        key = ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"]
-        merged = prev.merge(results[key], on=key, how="left", indicator=True)
-        prev = prev[(merged["_merge"] == "left_only").to_numpy()]
-        results = pd.concat([prev, results], ignore_index=True)
-        _say(f"filtered run: merged into the {len(prev)} earlier rows of {old}/results.csv")
+        prev = report.load(old)
+        results = _merge(prev.results, results, ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"])
+        res_df = _merge(prev.resources, res_df, ["family", "stage"])
+        builds = _merge(prev.builds, builds, ["family", "stage"])
+        prof = _merge(prev.profile, prof, ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"])
+        results = annotate(results, ceil, prof if len(prof) else None)  # % columns against the merged cuBLAS rows
+        _say(f"filtered run: merged with the earlier tables in {old}")
     results = results.sort_values(["dtype", "M", "N", "K", "family", "stage", "layout", "kind"], kind="stable")
     data = report.Data(gpu, results, ceil, res_df, builds, prof, at_table, env)
 
