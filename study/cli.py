@@ -187,7 +187,8 @@ def measure(args) -> int:
     env.update(clock.stop())
     env["crashes"] = crashes
     phases["tables"] = time.perf_counter() - t
-    old = report.data_dir(gpu)
+    root = Path(args.out) if args.out else report.REPORTS
+    old = report.data_dir(gpu, root)
     if filtered and (old / "results.csv").exists():
         prev = report.load(old)
         results = _merge(prev.results, results, ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"])
@@ -203,15 +204,15 @@ def measure(args) -> int:
     t = time.perf_counter()
     env["phases_s"] = phases
     env["wall_s"] = round(time.perf_counter() - t_all, 1)
-    out = report.write(data)
-    report.render(gpus=[gpu])
+    out = report.write(data, root)
+    report.render(root, gpus=[gpu])
     phases["plots"] = time.perf_counter() - t
     env["phases_s"] = {k: round(v, 1) for k, v in phases.items()}
     env["wall_s"] = round(time.perf_counter() - t_all, 1)
-    report.write(data)  # environment.json with the final phase times
-    report.render(gpus=[gpu])
+    report.write(data, root)  # environment.json with the final phase times
+    report.render(root, gpus=[gpu])
     ok = (results["status"] == "ok").sum()
-    _say(f"wrote {out} and reports/README.md: {len(results)} rows, {ok} ok; "
+    _say(f"wrote {out} and {root / 'README.md'}: {len(results)} rows, {ok} ok; "
          + ", ".join(f"{k} {v:.0f} s" for k, v in env["phases_s"].items()) + f"; total {env['wall_s']:.0f} s")
     print(report.headline_table(data))
     return 0
@@ -222,16 +223,17 @@ def cmd_reports(args) -> int:
 
     if device.capability() is not None and not args.redraw:
         return measure(args)
-    dirs = report.recorded()
+    root = Path(args.out) if args.out else report.REPORTS
+    dirs = report.recorded(root)
     if not dirs:
-        _say("no CUDA GPU here and nothing recorded under reports/data/: nothing to draw")
+        _say(f"no CUDA GPU here and nothing recorded under {root / 'data'}: nothing to draw")
         return 1
     why = "--redraw" if args.redraw else "No CUDA GPU here"
     for d in dirs:
         env = report.load(d).environment
         _say(f"{why}: redrawing reports from reports/data/{d.name} "
              f"(measured on {env.get('gpu_full_name', d.name)}, {env.get('date_utc', 'date unknown')})")
-    written = report.render()
+    written = report.render(root)
     _say(f"wrote {len(written)} files under reports/")
     return 0
 
@@ -301,6 +303,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--shapes", nargs="+", help="squares, layers, N (square) or MxNxK")
     r.add_argument("--no-ncu", action="store_true", help="no Nsight Compute; modelled roofline traffic")
     r.add_argument("--redraw", action="store_true", help="only redraw tables and figures from reports/data/")
+    r.add_argument("--out", help="reports directory (default: <repo>/reports)")
     r.set_defaults(func=cmd_reports)
     b = sub.add_parser("bench", help="time one kernel beside cuBLAS")
     b.add_argument("family", choices=["cuda", "triton", "cublas"])

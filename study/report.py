@@ -73,7 +73,7 @@ def load(directory: Path) -> Data:
     frames = {name: _read(directory / f"{name}.csv") for name in Data.TABLES}
     for col in ("reason", "note"):
         if col in frames["results"]:
-            frames["results"][col] = frames["results"][col].fillna("")
+            frames["results"][col] = frames["results"][col].astype(object).fillna("")
     env_path = directory / "environment.json"
     env = json.loads(env_path.read_text()) if env_path.exists() else {}
     return Data(gpu=directory.name, environment=env, **frames)

@@ -117,3 +117,42 @@ def test_crashing_and_hanging_kernels_are_dropped(tmp_path, monkeypatch):
     assert status[("s03", 128)] == "ok" and status[("s03", 256)] == "skipped"
     assert status[("s01", 512)] == "ok"
     assert any("crashed" in c for c in g.crashes) and any("hung" in c for c in g.crashes)
+
+
+def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
+    """`python -m study reports --quick` end to end with the GPU parts replaced by synthetic ones:
+    plan from the headers, tables, merge of a filtered run, figures and README."""
+    from study import build, ceilings, cli, device, environment, profile, resources
+    from study import measure as bench
+
+    monkeypatch.setattr(device, "capability", lambda: (9, 0))
+    monkeypatch.setattr(device, "gpu_name", lambda: "FAKE_GPU")
+    monkeypatch.setattr(build, "build", lambda stems=None, **k: [build.BuildResult(s.stem, "m", 1.0, False, True)
+                                                                 for s in stems])
+    monkeypatch.setattr(resources, "cuda_stages", lambda stages, out, jobs=8: pd.DataFrame(
+        [{"family": "cuda", "stage": s.stem, "kernel": "k", "registers": 64, "lines_of_code": 1} for s in stages]))
+    monkeypatch.setattr(ceilings, "measure", lambda gpu, quick=False: pd.DataFrame([dict(
+        gpu=gpu, name="fp32_fma_chain", source="measured", precision="fp32", value=65.0, unit="TFLOP/s", detail="")]))
+    monkeypatch.setattr(environment, "collect", lambda: {"gpu": "FAKE_GPU", "date_utc": "2026-01-01 00:00 UTC"})
+
+    def fake_group(prec, entries, shapes, settings, on_row=None, **kw):
+        g = bench.GroupResult(prec)
+        for s in shapes:
+            for i, e in enumerate(entries):
+                r = bench._row(e, s, ms_median=1.0 + i, ms_q1=0.9, ms_q3=1.1, reps=5, rel_err=1e-7, tol=1e-5,
+                               status="ok", warmup_s=0.1)
+                g.rows.append(r)
+                on_row(r)
+        return g
+    monkeypatch.setattr(bench, "run_group", fake_group)
+    monkeypatch.setattr(profile, "profile", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no ncu")))
+    assert cli.main(["reports", "--quick", "--out", str(tmp_path)]) == 0
+    data = report.load(tmp_path / "data" / "FAKE_GPU")
+    n_entries = sum(len(v) for v in bench.plan().values())
+    assert len(data.results) == n_entries * len(bench.default_shapes(quick=True))
+    assert (tmp_path / "README.md").exists()
+    assert cli.main(["reports", "--quick", "--precisions", "fp32", "--stages", "s01", "--out", str(tmp_path)]) == 0
+    again = report.load(tmp_path / "data" / "FAKE_GPU")
+    assert len(again.results) == len(data.results)  # filtered run replaced its rows, kept the rest
+    monkeypatch.setattr(device, "capability", lambda: None)
+    assert cli.main(["reports", "--out", str(tmp_path)]) == 0  # no GPU: redraw
