@@ -96,6 +96,7 @@ class Entry:
         return f"{self.family}:{self.stage}:{self.precision}:{self.layout}"
 
 
+NOT_RUNNABLE = "not runnable: "
 FINDING_NN = "issue 6: header layout NT, measured here with a row-major B (NN)"
 
 
@@ -198,7 +199,8 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     rows, timers = {}, {}
     for entry, call in calls:
         if entry in skip:
-            rows[entry] = _row(entry, shape, status="skipped", reason=skip[entry])
+            why = skip[entry]
+            rows[entry] = _row(entry, shape, status="error" if why.startswith(NOT_RUNNABLE) else "skipped", reason=why)
             continue
         emit({"event": "start", "entry": entry.label, "shape": shape.name})
         t = Timer(call, ops, entry.layout, flush)
@@ -233,7 +235,6 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         else:
             skip[entry] = f"skipped after {shape.name}: {single:.0f} ms per call > {settings.slow_call_s * 1e3:.0f} ms budget"
         timers[entry] = (t, repeats(single, settings.budget_s, settings.min_reps, settings.max_reps))
-        t.est_ms = single
     # Timed repeats in rounds: every kernel once per round, then one synchronise.
     todo = dict(timers)
     while todo:
@@ -323,13 +324,25 @@ def run_child(spec: dict) -> int:
         try:
             calls.append((e, make_call(e)))
         except Exception as exc:  # build failure, missing arch, import error: recorded, go on
-            skip[e] = _short(exc)
+            skip[e] = f"{NOT_RUNNABLE}{_short(exc)}"
             calls.append((e, None))
     torch.backends.cuda.matmul.allow_tf32 = False
     flush = L2Flush()
     done = []
     for i, shape in enumerate(shapes):
-        done += measure_shape(calls, shape, precision, flush, settings, skip, emit)
+        try:
+            done += measure_shape(calls, shape, precision, flush, settings, skip, emit)
+        except Exception as exc:  # outside any one kernel (inputs, reference, memory): lose the shape only
+            if not _context_alive():
+                raise
+            import traceback
+
+            traceback.print_exc()
+            torch.cuda.empty_cache()
+            rows = [_row(e, shape, status="error", reason=f"shape failed: {_short(exc)}") for e in entries]
+            for r in rows:
+                emit({"event": "row", "row": r})
+            done += rows
         if i + 1 < len(shapes):
             predict_skips(entries, done, shapes[i + 1], settings, skip)
     emit({"event": "resources", "rows": _triton_resources(entries, precision)})
@@ -432,7 +445,10 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         if last_start is None or not remaining:
             res.crashes.append(f"{precision}: child exited {proc.returncode} before any kernel ran")
             break
-        bad = next(e for e in entries if e.label == last_start["entry"])
+        bad = next((e for e in entries if e.label == last_start["entry"]), None)
+        if bad is None:
+            res.crashes.append(f"{precision}: child exited {proc.returncode} outside any kernel")
+            break
         why = (f"hung at {last_start['shape']} (no progress for {stall_s:.0f} s; killed)" if hung else
                f"crashed the CUDA context at {last_start['shape']} (exit {proc.returncode}); see bench log")
         res.crashes.append(f"{bad.label}: {why}")
