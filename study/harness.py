@@ -114,10 +114,10 @@ def quantiles(samples: list) -> tuple:
 class Timer:
     """Times one kernel on one problem. `call(a, b, c)` launches on the current stream.
 
-    prepare() runs the warm-up call and one event-timed call, and picks plain launches or a
-    CUDA graph; sample() queues one timed repeat (flush, start, run, end) and returns its event
-    pair; the caller synchronises and reads elapsed times later, so queued repeats of several
-    kernels interleave on the GPU without host gaps in the measured region."""
+    warm() makes the first call (compile, autotune, load), check() compares a fresh output with
+    the fp64 reference, single_ms() times one flushed call, use_graph() switches to graph
+    replays; queue() enqueues one timed repeat (flush, start event, run, end event) without
+    waiting, so the caller can queue repeats of several kernels, synchronise once and collect()."""
 
     def __init__(self, call, ops: Operands, layout: str, flush: L2Flush):
         self.call, self.ops, self.layout, self.flush = call, ops, layout, flush
