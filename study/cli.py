@@ -146,7 +146,8 @@ def measure(args) -> int:
             _say(f"ncu: nothing measured at {pshape.name}; roofline intensities are modelled")
         else:
             try:
-                prof = profile.profile(pgroups, {p: pshape for p in pgroups}, logs)
+                prof = profile.profile(pgroups, {p: pshape for p in pgroups}, logs,
+                                       timeout_s=150 if args.quick else 300)
                 prof.insert(0, "gpu", gpu)
                 _say(f"ncu: {len(prof)} kernels profiled at {pshape.name}")
             except Exception as exc:

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -125,8 +126,17 @@ def profile(groups: dict, shapes: dict, out_dir: Path, timeout_s: int = 300) -> 
            sys.executable, "-m", "study.profile", "child", str(tmp / "spec.json"), str(tmp / "order.json")]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("TRITON_CACHE_AUTOTUNING", "1")  # reuse the bench children's autotune results
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-    (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + proc.stdout[-20000:] + proc.stderr[-20000:])
+    # Own process group: on timeout ncu and the profiled python go together.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + out[-20000:] + err[-20000:])
+        raise RuntimeError(f"ncu took over {timeout_s} s and was stopped; see {out_dir / 'ncu.log'}")
+    (out_dir / "ncu.log").write_text(" ".join(cmd) + "\n\n" + out[-20000:] + err[-20000:])
     report = rep.with_suffix(".ncu-rep")
     if not report.exists() or not (tmp / "order.json").exists():
         raise RuntimeError(f"ncu produced no report (exit {proc.returncode}); see {out_dir / 'ncu.log'}")
