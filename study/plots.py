@@ -122,7 +122,8 @@ def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, 
 
 
 def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
-    """Left: square sizes; right: transformer-layer shapes. One line per kernel."""
+    """Left: square sizes; right: transformer-layer shapes (lines join the M values of one weight
+    shape). One colour per kernel, the same in both panels; Triton dashed, cuBLAS black."""
     df = _ok(results[results["dtype"] == precision])
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.3]})
     sq = df[df["shape_set"] == "square"]
@@ -130,29 +131,33 @@ def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
     cats = sorted({(m, n, k) for m, n, k in zip(layer["M"], layer["N"], layer["K"])}, key=lambda s: (s[1], s[2], s[0]))
     cat_pos = {c: i for i, c in enumerate(cats)}
     keys = sorted({(f, s, lay, kd) for f, s, lay, kd in zip(df["family"], df["stage"], df["layout"], df["kind"])},
-                  key=lambda k: (k[0] != "cublas", k[1], k[0]))
+                  key=lambda k: (k[0] != "cublas", k[1], k[0], k[2]))
+    palette = plt.get_cmap("tab20").colors
+    stages = sorted({k[1] for k in keys if k[0] != "cublas"})
     for fam, st, lay, kind in keys:
-        style = "-" if fam != "triton" else "--"
-        lw = 2.2 if fam == "cublas" else 1.1
-        label = f"cuBLAS {lay}" if fam == "cublas" else f"{fam} {st[:3]}{' ' + lay + ' (finding)' if kind == 'finding' else ''}"
-        sel = lambda d: d[(d["family"] == fam) & (d["stage"] == st) & (d["layout"] == lay) & (d["kind"] == kind)]  # noqa: E731
-        s = sel(sq).sort_values("M")
+        if fam == "cublas":
+            color, style, lw, label = "black", "-" if lay == "NN" else ":", 2.2, f"cuBLAS {lay}"
+        else:
+            color = palette[(2 * stages.index(st) + (fam == "triton")) % len(palette)]
+            style, lw = ("--" if fam == "triton" else "-"), 1.1
+            label = f"{fam} {st[:3]}" + (f" {lay} (finding)" if kind == "finding" else "")
+            if kind == "finding":
+                color, style = "tab:red", ":"
+        pick = lambda d: d[(d["family"] == fam) & (d["stage"] == st) & (d["layout"] == lay) & (d["kind"] == kind)]  # noqa: E731
+        s = pick(sq).sort_values("M")
         if len(s):
-            a1.plot(s["M"], s["tflops"], style, marker=".", lw=lw, label=label,
-                    color="black" if fam == "cublas" else None)
-        s = sel(layer)
-        if len(s):
-            xs = [cat_pos[(m, n, k)] for m, n, k in zip(s["M"], s["N"], s["K"])]
-            order = np.argsort(xs)
-            a2.plot(np.array(xs)[order], s["tflops"].to_numpy()[order], style, marker=".", lw=lw,
-                    color="black" if fam == "cublas" else None)
+            a1.plot(s["M"], s["tflops"], style, marker=".", lw=lw, label=label, color=color)
+        s = pick(layer)
+        for (n, k), g in s.groupby(["N", "K"]):
+            g = g.sort_values("M")
+            a2.plot([cat_pos[(m, n, k)] for m in g["M"]], g["tflops"], style, marker=".", lw=lw, color=color)
     a1.set_xscale("log", base=2)
     a1.set_xlabel("M = N = K")
     a1.set_ylabel("TFLOP/s")
     a1.set_title(f"{precision}: square problems")
     a1.legend(fontsize=7, ncol=2)
     a2.set_xticks(range(len(cats)))
-    a2.set_xticklabels([f"M{m}\n{n}x{k}" for m, n, k in cats], fontsize=6)
+    a2.set_xticklabels([f"M={m}  {n}x{k}" for m, n, k in cats], fontsize=6, rotation=60, ha="right")
     a2.set_title(f"{precision}: transformer layers (M tokens x N x K weight)")
     _save(fig, path)
 
