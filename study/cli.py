@@ -167,13 +167,13 @@ def measure(args) -> int:
     if len(res_df):
         res_df.insert(0, "gpu", gpu)
     build_rows = [{"family": "cuda", "stage": b.stem, "seconds": round(b.seconds, 2), "cached": b.cached,
-                   "ok": b.ok, "error": b.error.strip().splitlines()[-1][:200] if b.error else ""} for b in built]
+                   "ok": b.ok, "note": b.error.strip().splitlines()[-1][:200] if b.error else ""} for b in built]
     tri = results[(results["family"] == "triton") & results["warmup_s"].notna()]
     for (stage, prec), g in tri.groupby(["stage", "dtype"]):
         first = g.iloc[0]
         build_rows.append({"family": "triton", "stage": stage, "seconds": round(float(first["warmup_s"]), 2),
                            "cached": False, "ok": True,
-                           "error": f"first call at {first['M']}x{first['N']}x{first['K']} {prec} (JIT compile + autotune; Triton's disk cache may hold it)"})
+                           "note": f"first call at {first['M']}x{first['N']}x{first['K']} {prec} (JIT compile + autotune; Triton's disk cache may hold it)"})
     builds = pd.DataFrame(build_rows)
     if len(builds):
         builds.insert(0, "gpu", gpu)

@@ -53,7 +53,7 @@ prof = finish(prof); prof.insert(0,"gpu",gpu)
 res = annotate(res, ceil, prof)
 resources = pd.DataFrame([dict(gpu=gpu,family="cuda",stage="s01_naive",kernel="_Z3k",variant="",registers=32,shared_bytes=0,stack_bytes=0,spill_bytes=0,FFMA=8,HMMA=0,lines_of_code=40),
     dict(gpu=gpu,family="triton",stage="s10_half_wmma",kernel="s10_half_wmma_kernel",variant="fp16#0",registers=168,shared_bytes=98304,spill_bytes=0,num_warps=8,num_stages=3,HGMMA=16,lines_of_code=60)])
-builds = pd.DataFrame([dict(gpu=gpu,family="cuda",stage="s01_naive",seconds=21.3,cached=False,ok=True,error="")])
+builds = pd.DataFrame([dict(gpu=gpu,family="cuda",stage="s01_naive",seconds=21.3,cached=False,ok=True,note="")])
 env = {"gpu": gpu, "gpu_full_name": "NVIDIA H100 80GB HBM3 (synthetic fixture)", "date_utc": "2026-11-22 20:00 UTC",
        "git_commit": "fixture", "torch": "2.11.0+cu130", "triton": "3.6.0", "driver": "580.159.04", "mode": "synthetic",
        "phases_s": {"build": 30.0, "ceilings": 5.0, "measure fp32": 60.0, "ncu": 40.0, "plots": 10.0}}
