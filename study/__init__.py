@@ -7,9 +7,10 @@
     study.stages()                            # the pairing table as a pandas DataFrame
 """
 from .kernels import Kernel, check_operands, kernel
+from .measure import bench
 from .registry import Stage, all_stages, stages
 
-__all__ = ["Kernel", "Stage", "all_stages", "check_operands", "kernel", "stages", "build_all"]
+__all__ = ["Kernel", "Stage", "all_stages", "bench", "check_operands", "kernel", "stages", "build_all"]
 
 
 def build_all(jobs: int | None = None):
