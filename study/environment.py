@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import shutil
 import statistics
@@ -33,8 +34,10 @@ def collect() -> dict:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "cuda_torch": torch.version.cuda,
-        "git_commit": _out(["git", "rev-parse", "--short=12", "HEAD"]),
-        "git_dirty": bool(_out(["git", "status", "--porcelain", "--untracked-files=no"])),
+        # A copy of the tree without .git (a remote GPU box) passes the commit in STUDY_GIT_COMMIT.
+        "git_commit": os.environ.get("STUDY_GIT_COMMIT") or _out(["git", "rev-parse", "--short=12", "HEAD"]),
+        "git_dirty": (os.environ.get("STUDY_GIT_DIRTY", "") == "1") if os.environ.get("STUDY_GIT_COMMIT")
+                     else bool(_out(["git", "status", "--porcelain", "--untracked-files=no"])),
         "nvcc": (_out(["nvcc", "--version"]).splitlines() or [""])[-1],
     }
     if device.capability() is not None:

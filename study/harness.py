@@ -24,6 +24,7 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "
 FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
 GRAPH_BELOW_MS = 0.2        # calls shorter than this are timed from a CUDA graph
 GRAPH_CALLS = 16            # calls per graph replay
+HEAD_START_CYCLES = 400_000 # GPU spin before each timed repeat: ~0.2-0.3 ms of host head start
 ROTATE_BYTES = 2 << 30      # at most this much memory for rotated operand copies
 DEVICE = "cuda"             # where operands live (CPU only for the harness's own smoke tests)
 
@@ -168,6 +169,11 @@ class Timer:
 
     def sample_events(self, plain: bool = False):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # Keep the GPU busy while Python enqueues the call: after a synchronize the GPU is idle,
+        # and a start event recorded on an idle GPU would time the host's launch overhead
+        # (~0.1 ms through the argument checks) as if it were kernel time. Measured on the H100:
+        # without this, the first kernel of each round (cuBLAS) read 0.14 ms instead of 0.017.
+        torch.cuda._sleep(HEAD_START_CYCLES)
         self.flush()
         start.record()
         if self.graph is not None and not plain:

@@ -356,9 +356,9 @@ inline cudaError_t make_tmap_kmajor(CUtensorMap* map, const T* base, int rows, i
 template <typename T>
 inline const char* tma_operand_problem(const T* A, int M, int lda, const T* B, int N, int ldb) {
   if (reinterpret_cast<uintptr_t>(A) % 16)
-    return "A must be 16-byte aligned (TMA loads it: its base address needs 16-byte alignment)";
+    return "a must be 16-byte aligned (TMA loads it: its base address needs 16-byte alignment)";
   if (reinterpret_cast<uintptr_t>(B) % 16)
-    return "B must be 16-byte aligned (TMA loads it: its base address needs 16-byte alignment)";
+    return "b must be 16-byte aligned (TMA loads it: its base address needs 16-byte alignment)";
   if (M > 1 && lda % 8)
     return "lda must be a multiple of 8 elements (TMA needs 16-byte row strides)";
   if (N > 1 && ldb % 8)
