@@ -2,7 +2,8 @@
 
 Builds all stages first (outside the sanitizer, in parallel through study.build), then for each
 stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged
-shapes (67x45x77 and one just past a 128 tile: 129x131x135), beta = 0 and beta != 0.
+shapes (67x45x77, one just past a 128 tile: 129x131x135, and ragged-M shapes with N and K
+multiples of 8 for the stages that need 16-byte rows), beta = 0 and beta != 0.
 Prints a summary table; exits non-zero on any sanitizer error or wrong result."""
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
-SHAPES = [(67, 45, 77), (129, 131, 135)]
+# Ragged in every dimension, then ragged M with N/K multiples of 8 so that the stages whose
+# Limits need 16-byte rows (tensor-core cp.async, TMA) are sanitized too, not just refused.
+SHAPES = [(67, 45, 77), (129, 131, 135), (67, 45, 72), (67, 40, 72), (129, 136, 136)]
 
 
 def child(stem: str, precision: str) -> int:
