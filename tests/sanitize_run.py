@@ -77,7 +77,10 @@ def main() -> int:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         dt = time.perf_counter() - t
         out = proc.stdout + proc.stderr
-        m = re.search(r"ERROR SUMMARY: (\d+) error", out)
+        # memcheck/synccheck end with "ERROR SUMMARY: N errors"; racecheck with
+        # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
+        m = re.search(r"ERROR SUMMARY: (\d+) error", out) or \
+            re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) error", out)
         nerr = int(m.group(1)) if m else -1
         ok = proc.returncode == 0 and nerr == 0
         detail = ""
