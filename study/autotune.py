@@ -55,8 +55,9 @@ def _save():
     tmp.replace(path)
 
 
-def time_config(kern, p, a, b, c, config: int, reps: int = 5) -> float:
-    """Median milliseconds of one configuration (events, after one warm-up launch)."""
+def time_config(kern, p, a, b, c, config: int, reps: int = 9) -> float:
+    """Median milliseconds of one configuration (events, after one warm-up launch). A GPU
+    spin before each launch keeps the host's launch overhead out of small problems' times."""
     args = kern._args(p, a, b, c, 1.0, 0.0)
     launch = getattr(kern.module, f"launch_{p.precision}")
     stream = torch.cuda.current_stream(a.device)
@@ -64,6 +65,7 @@ def time_config(kern, p, a, b, c, config: int, reps: int = 5) -> float:
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(200_000)
         start.record(stream)
         launch(*args, stream.cuda_stream, config)
         end.record(stream)
@@ -77,13 +79,16 @@ def choose(kern, p, a, b) -> int:
     key = _key(kern, p)
     with _lock:
         cache = _load()
-        if key in cache:
-            return cache[key]["config"]
+        names = kern.configs()
+        hit = cache.get(key)
+        # A cached index is trusted only while it still names the same configuration (a stage
+        # whose menu was edited is searched again).
+        if hit and 0 <= hit["config"] < len(names) and names[hit["config"]] == hit["name"]:
+            return hit["config"]
         scratch = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
         from .kernels import Problem
 
         q = Problem(p.M, p.N, p.K, p.lda, p.ldb, p.N, p.precision, p.layout)
-        names = kern.configs()
         times = {}
         for i, name in enumerate(names):
             try:
