@@ -120,7 +120,10 @@ def triton_stage(stage: Stage, module, precision: str = "") -> list:
                 rows.append({"family": "triton", "stage": stage.stem, "kernel": fn.__name__,
                              "variant": f"{precision}#{i}" if precision else str(i),
                              "registers": getattr(k, "n_regs", None), "shared_bytes": getattr(md, "shared", None),
-                             "stack_bytes": None, "spill_bytes": getattr(k, "n_spills", None),
+                             # Triton's n_spills is the kernel's local memory in 4-byte words
+                             # (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4): report bytes.
+                             "stack_bytes": None,
+                             "spill_bytes": None if getattr(k, "n_spills", None) is None else 4 * k.n_spills,
                              "num_warps": getattr(md, "num_warps", None), "num_stages": getattr(md, "num_stages", None),
                              **count_opcodes(opcodes), "lines_of_code": stage.lines_of_code})
     return rows
