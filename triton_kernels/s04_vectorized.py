@@ -20,6 +20,8 @@ Pair:   cuda_src/s04_vectorized.cu
 import triton
 import triton.language as tl
 
+from study.tritonlib import hinted_tile, vector_width
+
 BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (no spills)
 BLOCK_K = 32   # K step: (128 + 64) * 32 * 4 B = 24 KB of tiles per step
@@ -31,66 +33,14 @@ NUM_STAGES = 1  # no software pipelining yet (Triton's default would be 3)
 def s04_vectorized_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
-    tl.static_assert(BLOCK_K >= 16, "tl.dot needs a K tile of at least 16")
-    tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
-    tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
-    tl.static_assert(BLOCK_K % VEC == 0 and BLOCK_N % VEC == 0, "tiles must hold whole vectors")
-
     # --- tile assignment: 1-D grid, row-major program order --------------------------------
     pid = tl.program_id(0)
     grid_n = tl.cdiv(N, BLOCK_N)
     pid_m = pid // grid_n
     pid_n = pid % grid_n
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    # runs of BLOCK_N consecutive columns starting at a multiple of BLOCK_N (always true)
-    offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
-    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
-
-    # --- operand staging: hinted pointer tiles -----------------------------------------------
-    # True because the wrapper checked it: with VEC == 4 every row start is a multiple of 4
-    # floats (16 B), and the K / N bounds are multiples of 4, so a mask is constant over each
-    # group of 4 elements and one predicated 128-bit access serves the group.
-    a_rows = offs_m * lda                     # [BM] row starts of A
-    b_rows = offs_k * ldb                     # [BK] row starts of B
-    c_rows = offs_m * ldc                     # [BM] row starts of C
-    k_lim = tl.full((BLOCK_K,), K, tl.int32)  # [BK], all == K: a tensor so it can carry a hint
-    n_lim = tl.full((BLOCK_N,), N, tl.int32)  # [BN], all == N
-    if VEC > 1:  # no hint at all for VEC == 1: a hint of 1 would erase Triton's own inference
-        a_rows = tl.multiple_of(a_rows, VEC)
-        b_rows = tl.multiple_of(b_rows, VEC)
-        c_rows = tl.multiple_of(c_rows, VEC)
-        k_lim = tl.multiple_of(k_lim, VEC)
-        n_lim = tl.multiple_of(n_lim, VEC)
-    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]    # [BM, BK], 4-float vectors along K
-    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]    # [BK, BN], 4-float vectors along N
-    mask_m = offs_m[:, None] < M
-    mask_n = (offs_n < n_lim)[None, :]          # compare in 1-D: the hint on n_lim survives
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-
-    # --- loop over K: masked tails read 0 --------------------------------------------------
-    for k0 in range(0, K, BLOCK_K):
-        in_k = (k0 + offs_k) < k_lim             # k0 is a multiple of BLOCK_K: still VEC-aligned
-        a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="ieee")
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * ldb
-
-    # --- epilogue: 128-bit stores of C too; beta == 0 never reads C ------------------------
-    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-    mask_c = mask_m & mask_n
-    out = alpha * acc
-    if not BETA_ZERO:
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0)
-    tl.store(c_ptrs, out, mask=mask_c)
-
-
-def vector_width(a, b, c):
-    """4 when every hint in the kernel holds (16-byte aligned rows, K and N multiples of 4), else 1."""
-    K, N = a.shape[1], b.shape[1]
-    aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
-    mult4 = all(x % 4 == 0 for x in (a.stride(0), b.stride(0), c.stride(0), K, N))
-    return 4 if aligned and mult4 else 1
+    # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) ----
+    hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
