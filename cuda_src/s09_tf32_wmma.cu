@@ -198,14 +198,7 @@ cudaError_t launch_cfg(const gemm::Problem<float>& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-const char* unsupported(const gemm::Problem<float>& p) {
-  auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
-  if (p.lda % 4 != 0) return "lda must be a multiple of 4 (A rows move as 16-byte cp.async chunks)";
-  if (p.ldb % 4 != 0) return "ldb must be a multiple of 4 (B rows move as 16-byte cp.async chunks)";
-  if (misaligned(p.A)) return "A must be 16-byte aligned (16-byte cp.async chunks)";
-  if (misaligned(p.B)) return "B must be 16-byte aligned (16-byte cp.async chunks)";
-  return nullptr;
-}
+const char* unsupported(const gemm::Problem<float>& p) { return gemm::unsupported_16byte_rows(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
   return launch_cfg<Default>(p, stream);

@@ -183,18 +183,8 @@ cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T>
-const char* unsupported_t(const gemm::Problem<T>& p) {
-  auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
-  if (p.lda % 8 != 0) return "lda must be a multiple of 8 (A rows move as 16-byte cp.async chunks)";
-  if (p.ldb % 8 != 0) return "ldb must be a multiple of 8 (B rows move as 16-byte cp.async chunks)";
-  if (misaligned(p.A)) return "A must be 16-byte aligned (16-byte cp.async chunks)";
-  if (misaligned(p.B)) return "B must be 16-byte aligned (16-byte cp.async chunks)";
-  return nullptr;
-}
-
-const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
-const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }
+const char* unsupported(const gemm::Problem<__half>& p) { return gemm::unsupported_16byte_rows(p); }
+const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return gemm::unsupported_16byte_rows(p); }
 
 cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t stream) {
   return launch_cfg<__half, Default>(p, stream);

@@ -6,6 +6,7 @@
 // Used by every pipelined stage (s06 onwards), so the PTX lives here once.
 #pragma once
 #include <cstdint>
+#include "gemm.cuh"
 
 namespace gemm {
 
@@ -37,5 +38,25 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 // Wait until at most N committed groups of this thread are pending.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// Host-side limits of a stage that moves every row of A and B as 16-byte cp.async chunks
+// (s09-s11): each row must start 16-byte aligned, so the leading dimensions must be multiples of
+// 16 / sizeof(T) elements and the base pointers 16-byte aligned. nullptr, or the refusal
+// naming the argument.
+template <typename T>
+inline const char* unsupported_16byte_rows(const Problem<T>& p) {
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  static_assert(VEC == 4 || VEC == 8, "16-byte chunks hold 4 floats or 8 halves");
+  auto misaligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) != 0; };
+  if (p.lda % VEC != 0)
+    return VEC == 4 ? "lda must be a multiple of 4 (rows of a move as 16-byte cp.async chunks)"
+                    : "lda must be a multiple of 8 (rows of a move as 16-byte cp.async chunks)";
+  if (p.ldb % VEC != 0)
+    return VEC == 4 ? "ldb must be a multiple of 4 (rows of b move as 16-byte cp.async chunks)"
+                    : "ldb must be a multiple of 8 (rows of b move as 16-byte cp.async chunks)";
+  if (misaligned(p.A)) return "a must be 16-byte aligned (its rows move as 16-byte cp.async chunks)";
+  if (misaligned(p.B)) return "b must be 16-byte aligned (its rows move as 16-byte cp.async chunks)";
+  return nullptr;
+}
 
 }  // namespace gemm
