@@ -160,10 +160,13 @@ def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
             prev = _previous(res, fam, stage, precision, n, n, n) if r is not None and r["status"] == "ok" else None
             speed = f"{r['tflops'] / prev['tflops']:.2f}x {prev['stage'][:3]}" if prev is not None else ""
             res_txt = ""
+            # Lines of code as recorded with the measurement (the file may have changed since).
+            loc = meta[(fam, stage)].lines_of_code if (fam, stage) in meta else ""
             if (fam, stage) in getattr(summ, "index", []):
                 s = summ.loc[(fam, stage)]
                 res_txt = f"{_fmt(s['registers'], '.0f')} / {_fmt(s['shared_bytes'] / 1024, '.0f')} KB / {_fmt(s['spill_bytes'], '.0f')}"
-            loc = meta[(fam, stage)].lines_of_code if (fam, stage) in meta else ""
+                if "lines_of_code" in s and pd.notna(s["lines_of_code"]):
+                    loc = int(s["lines_of_code"])
             expect = meta[(fam, stage)].expect if (fam, stage) in meta else ""
             cells[fam] = dict(
                 tf=_cell(r, lambda r: f"{r['tflops']:.1f}"), pct=_cell(r, lambda r: f"{r['pct_cublas']:.0f}%"),
