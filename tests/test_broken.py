@@ -6,6 +6,7 @@ fail the very checks the stage tests run (gemm_checks.battery / check_determinis
   s93_ignores_beta     epilogue never adds beta * C
   s94_missing_barrier  (CUDA only) no barrier between staging a tile and reading it: a race
   s95_reads_c_always   epilogue reads C even when beta == 0 (NaN-poisoned C leaks through)
+  s96_nt_row_major     (Triton, NT) addresses the NT operand with the NN formula
 
 Triton versions run on CPU in the interpreter (conftest.interp_results), CUDA versions (and the
 Triton ones again) on the GPU."""
@@ -22,7 +23,7 @@ CUDA = [pytest.param(s, id=s.stem) for s in broken_stages("cuda")]
 def test_every_bug_has_a_fixture():
     stems = {s.stem for s in broken_stages("cuda")} | {s.stem for s in broken_stages("triton")}
     assert {"s91_skip_last_tile", "s92_k_tail_short", "s93_ignores_beta", "s94_missing_barrier",
-            "s95_reads_c_always"} <= stems
+            "s95_reads_c_always", "s96_nt_row_major"} <= stems
     import study
     real = {s.stem[:3] for s in study.all_stages()}
     assert not real & {s[:3] for s in stems}, "broken fixtures must not reuse a real stage number"
@@ -38,10 +39,10 @@ def test_interpreter_flags_broken_triton(stage, interp_results):
 
 
 def _gpu_failures(kern):
-    cases = gc.battery("fp32", "NN", gc.GPU_SHAPES, gc.GPU_AB_SHAPE)
+    cases = gc.battery("fp32", kern.layout, gc.GPU_SHAPES, gc.GPU_AB_SHAPE)
     fails = gc.failures(kern, "fp32", "cuda", cases)
     try:
-        gc.check_deterministic(kern, gc.Case(1000, 1000, 1000), "fp32", "cuda", runs=5)
+        gc.check_deterministic(kern, gc.Case(1000, 1000, 1000, layout=kern.layout), "fp32", "cuda", runs=5)
     except AssertionError as exc:
         fails.append(("deterministic", str(exc)))
     return fails
