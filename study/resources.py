@@ -100,7 +100,7 @@ def triton_stage(stage: Stage, module, precision: str = "") -> list:
     for fn in _jit_functions(module):
         for dev_cache in getattr(fn, "device_caches", {}).values():
             kernels = dev_cache[0] if isinstance(dev_cache, tuple) else {}
-            for i, k in enumerate(kernels.values()):
+            for i, (key, k) in enumerate(kernels.items()):
                 try:
                     k._init_handles()
                 except Exception:
@@ -125,6 +125,9 @@ def triton_stage(stage: Stage, module, precision: str = "") -> list:
                              "stack_bytes": None,
                              "spill_bytes": None if getattr(k, "n_spills", None) is None else 4 * k.n_spills,
                              "num_warps": getattr(md, "num_warps", None), "num_stages": getattr(md, "num_stages", None),
+                             # the JIT's specialisation key (argument types, 16-divisibility,
+                             # constexprs): which call compiled this variant
+                             "specialization": str(key)[:400],
                              **count_opcodes(opcodes), "lines_of_code": stage.lines_of_code})
     return rows
 
