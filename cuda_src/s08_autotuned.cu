@@ -1,8 +1,9 @@
 // s08_autotuned: s07's kernel over a menu of tile configurations, picked per GPU and shape
 //
 // Change: vs s07, the warp-tiled cp.async kernel is instantiated for several (BM, BN, BK, TM x TN,
-//         warps, stages, blocks per SM) and exposed as configurations; study times them per GPU
-//         and shape class and caches the winner. The default is the best measured at 4096^3.
+//         warps, stages, blocks per SM) and exposed as 7 configurations (all BK = 16: BK = 8
+//         never won a shape on the H100); study times them per GPU and shape class and caches
+//         the winner. The default is the best measured at 4096^3.
 // Why:    the best tile is a balance no single choice wins everywhere. Larger BK halves the
 //         per-slice overhead (barrier, wait, ~30 copy/address instructions per 512 FFMA at
 //         BK = 8); more stages hide more L2 latency but cost shared memory; 128x256 or 256x128

@@ -337,6 +337,17 @@ def _config_params():
     return out
 
 
+def _check_config(k, cases, prec, label):
+    """Every case on one configuration; a case outside the stage's limits must be refused by name."""
+    for case in cases:
+        try:
+            gc.check_case(k, case, prec, DEV)
+        except ValueError as exc:  # this case is outside the stage's limits
+            _assert_valid_refusal(k, exc)
+        except AssertionError as exc:
+            raise AssertionError(f"{label}: {exc}") from None
+
+
 @pytest.mark.parametrize("kern", _config_params(), indirect=True)
 def test_every_config(kern):
     """Autotuned stages: every configuration on a ragged shape, beta = 0 (NaN C) and beta != 0."""
@@ -347,14 +358,7 @@ def test_every_config(kern):
         names = k.configs()
         assert names, f"{k.name}: defines num_configs() but lists no configuration"
         for i, cname in enumerate(names):
-            ki = CudaKernel(k.stage, config=i)
-            for case in cases:
-                try:
-                    gc.check_case(ki, case, prec, DEV)
-                except ValueError as exc:  # this case is outside the stage's limits
-                    _assert_valid_refusal(ki, exc)
-                except AssertionError as exc:
-                    raise AssertionError(f"config {i} ({cname}): {exc}") from None
+            _check_config(CudaKernel(k.stage, config=i), cases, prec, f"config {i} ({cname})")
     else:
         for at in _autotuners(k.module):
             configs = getattr(at, "all_configs", at.configs)
@@ -362,13 +366,7 @@ def test_every_config(kern):
                 for cfg in configs:
                     at.configs = [cfg]
                     at.cache.clear()
-                    for case in cases:
-                        try:
-                            gc.check_case(k, case, prec, DEV)
-                        except ValueError as exc:  # this case is outside the stage's limits
-                            _assert_valid_refusal(k, exc)
-                        except AssertionError as exc:
-                            raise AssertionError(f"config {cfg}: {exc}") from None
+                    _check_config(k, cases, prec, f"config {cfg}")
             finally:
                 at.configs = configs[:1]
                 at.cache.clear()
