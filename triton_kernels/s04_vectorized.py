@@ -1,8 +1,8 @@
 """s04_vectorized: alignment / contiguity hints so tile loads become 128-bit
 
 Change: vs s03, the wrapper proves 16-byte alignment (pointers 16-byte aligned; lda, ldb, ldc,
-        K and N multiples of 4) and passes VEC=4 as a constexpr; the kernel then tells Triton so
-        with tl.multiple_of on the row offsets and on the K / N mask bounds, and
+        K and N multiples of 4) and passes VEC=4 as a constexpr; the kernel's tile
+        (study.tritonlib.hinted_tile, reused by s05-s08) then tells Triton so with tl.multiple_of on the row offsets and on the K / N mask bounds, and
         tl.max_contiguous on the column offsets, so each thread moves 4 floats per load/store.
         Otherwise VEC=1: no hint, same code as s03 (correct, scalar loads).
 Why:    a 128 x 32 A tile plus a 32 x 64 B tile is 6144 floats per K step: 48 scalar loads per
