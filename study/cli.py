@@ -2,7 +2,9 @@
 
     python -m study reports [--quick] [--families cuda triton cublas] [--stages s01 s09]
                             [--precisions fp32 tf32] [--shapes squares 1000x4096x4096] [--no-ncu]
-                            [--redraw]
+                            [--redraw] [--out DIR]
+    (--quick writes to reports/quick/ unless --out says otherwise, so that a quick look never
+    replaces the full study's tables; it skips Nsight Compute unless --ncu is given)
     python -m study bench cuda s04 [--shape 4096x4096x4096] [--precision fp32]
     python -m study stages
     python -m study build
@@ -132,8 +134,9 @@ def measure(args) -> int:
     # 4. Nsight Compute at one shape per precision (falls back to modelled traffic).
     prof = pd.DataFrame()
     t = time.perf_counter()
-    if args.no_ncu:
-        _say("ncu: skipped (--no-ncu); roofline intensities are modelled")
+    if args.no_ncu or (args.quick and not args.ncu):
+        _say("ncu: skipped (" + ("--no-ncu" if args.no_ncu else "--quick without --ncu")
+             + "); roofline intensities are modelled")
     else:
         pshape = bench.Shape(report.PROFILE_SIZE, report.PROFILE_SIZE, report.PROFILE_SIZE)
         at = results[(results["M"] == pshape.M) & (results["N"] == pshape.N) & (results["K"] == pshape.K)
@@ -188,7 +191,7 @@ def measure(args) -> int:
     env.update(clock.stop())
     env["crashes"] = crashes
     phases["tables"] = time.perf_counter() - t
-    root = Path(args.out) if args.out else report.REPORTS
+    root = _root(args)
     old = report.data_dir(gpu, root)
     if filtered and (old / "results.csv").exists():
         prev = report.load(old)
@@ -219,12 +222,21 @@ def measure(args) -> int:
     return 0
 
 
+def _root(args) -> Path:
+    """Where a run writes: --out, else reports/quick/ for --quick, else reports/."""
+    from . import report
+
+    if args.out:
+        return Path(args.out)
+    return report.REPORTS / "quick" if args.quick else report.REPORTS
+
+
 def cmd_reports(args) -> int:
     from . import device, report
 
     if device.capability() is not None and not args.redraw:
         return measure(args)
-    root = Path(args.out) if args.out else report.REPORTS
+    root = _root(args)
     dirs = report.recorded(root)
     if not dirs:
         _say(f"no CUDA GPU here and nothing recorded under {root / 'data'}: nothing to draw")
@@ -297,12 +309,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m study", description="GEMM ladder study")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reports", help="measure everything on this GPU and write reports/ (no GPU: redraw)")
-    r.add_argument("--quick", action="store_true", help="fewer shapes and repeats (< 2 min on an H100)")
+    r.add_argument("--quick", action="store_true",
+                   help="3 shapes, fewer repeats, no ncu, written to reports/quick/ (< 2 min on an H100)")
     r.add_argument("--families", nargs="+", choices=["cuda", "triton", "cublas"])
     r.add_argument("--stages", nargs="+", help="stage names (s04, vectorized, s04_vectorized)")
     r.add_argument("--precisions", nargs="+", choices=list(PRECISIONS))
     r.add_argument("--shapes", nargs="+", help="squares, layers, N (square) or MxNxK")
     r.add_argument("--no-ncu", action="store_true", help="no Nsight Compute; modelled roofline traffic")
+    r.add_argument("--ncu", action="store_true", help="with --quick: profile with Nsight Compute all the same")
     r.add_argument("--redraw", action="store_true", help="only redraw tables and figures from reports/data/")
     r.add_argument("--out", help="reports directory (default: <repo>/reports)")
     r.set_defaults(func=cmd_reports)

@@ -29,8 +29,8 @@ from .registry import PRECISIONS, ROOT, all_stages
 SQUARES = (256, 512, 1000, 1024, 2048, 4095, 4096, 8192)
 TOKENS = (16, 128, 2048)                                       # M of a transformer layer
 WEIGHTS = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096))  # (N, K) of nn.Linear
-QUICK_SQUARES = (1024, 4096)
-QUICK_LAYERS = ((16, 4096, 4096), (2048, 11008, 4096))
+QUICK_SQUARES = (1024, 4096)                  # --quick: the headline size, a mid size and
+QUICK_LAYERS = ((16, 4096, 4096),)            # one decode-like layer (CUDA-graph timed)
 ROUND_HEAD_START_CYCLES = 4_000_000  # ~2 ms GPU spin before each round of timed repeats
 
 

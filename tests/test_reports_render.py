@@ -145,8 +145,14 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
                 on_row(r)
         return g
     monkeypatch.setattr(bench, "run_group", fake_group)
-    monkeypatch.setattr(profile, "profile", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no ncu")))
+    ncu_calls = []
+
+    def no_ncu(*a, **k):
+        ncu_calls.append(a)
+        raise RuntimeError("no ncu")
+    monkeypatch.setattr(profile, "profile", no_ncu)
     assert cli.main(["reports", "--quick", "--out", str(tmp_path)]) == 0
+    assert ncu_calls == []  # --quick skips Nsight Compute unless --ncu
     data = report.load(tmp_path / "data" / "FAKE_GPU")
     n_entries = sum(len(v) for v in bench.plan().values())
     assert len(data.results) == n_entries * len(bench.default_shapes(quick=True))
@@ -154,5 +160,17 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     assert cli.main(["reports", "--quick", "--precisions", "fp32", "--stages", "s01", "--out", str(tmp_path)]) == 0
     again = report.load(tmp_path / "data" / "FAKE_GPU")
     assert len(again.results) == len(data.results)  # filtered run replaced its rows, kept the rest
+    assert cli.main(["reports", "--quick", "--ncu", "--precisions", "fp32", "--out", str(tmp_path)]) == 0
+    assert len(ncu_calls) == 1  # asked for: tried, failed, fell back to modelled traffic
     monkeypatch.setattr(device, "capability", lambda: None)
     assert cli.main(["reports", "--out", str(tmp_path)]) == 0  # no GPU: redraw
+
+
+def test_quick_run_never_replaces_the_full_tables():
+    """--quick writes to reports/quick/ unless --out says otherwise."""
+    from study import cli
+
+    p = cli.parser()
+    assert cli._root(p.parse_args(["reports", "--quick"])) == report.REPORTS / "quick"
+    assert cli._root(p.parse_args(["reports"])) == report.REPORTS
+    assert cli._root(p.parse_args(["reports", "--quick", "--out", "/tmp/x"])) == Path("/tmp/x")
