@@ -2,32 +2,44 @@
 //
 // Change: vs s12, one persistent CTA per SM walks a grouped tile order; inside it a producer
 //         warpgroup only issues TMA (setmaxnreg down to 40 registers) and two consumer
-//         warpgroups only issue wgmma m64n256k16 (setmaxnreg up to 232), on 128x256x64 tiles
-//         through a 4-stage ring of full/empty mbarriers that runs on across tile boundaries.
-// Why:    a 128x256 tile moves (128+256)*64*2 = 48 KB per k-step for 2*128*256*64 = 4.2 MFLOP:
-//         85 FLOP/B of L2 traffic against s12's 64, and each wgmma is twice as wide (n256),
-//         so the tensor cores idle less between issues. 128 fp32 accumulators per consumer
-//         thread only fit because the producer hands its registers over: 128*40 + 256*232 =
-//         64512 <= 65536. With the producer decoupled, the loads for the next tile stream in
-//         while the consumers run their epilogue, and persistence removes the per-CTA prologue
-//         (132 CTAs instead of 512-2048 at 4096^3-8192^3). Ring: 4 x 48 KB = 192 KB.
-// Expect: ~85-95% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~1.2x s12)
+//         warpgroups only issue wgmma m64n256k16 (setmaxnreg up to 232), through a 4-stage ring
+//         of full/empty mbarriers that runs on across tile boundaries; the epilogue stages C in
+//         shared memory and writes it with TMA stores that run while the next tile starts.
+// Why:    s12 (same 128x256x64 tile, one CTA per SM) idles the tensor cores at every tile
+//         boundary: the CTA's barrier setup and first TMA round trip, then its epilogue, 64
+//         STG.32 per thread at ~8 L1 wavefronts each (~4K cycles), are a few % of a 64-k-step
+//         tile each. Here the producer loads the next tile's first 4 stages during the epilogue,
+//         persistence removes the per-CTA prologue (132 CTAs instead of 512-2048 at 4096^3-
+//         8192^3), and the epilogue shrinks to 64 conflict-free STS.32 per thread (SW128
+//         staging, one wavefront per warp store) plus 4 TMA stores per warpgroup. 128 fp32
+//         accumulators per consumer thread need the producer's registers: 128*40 + 256*232 =
+//         64512 <= 65536. Shared memory: ring 4 x 48 KB + C staging 2 x 2 x 8 KB = 224 KB.
+// Expect: ~95-100% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~1.1x s12)
 // Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
 //         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1
-//         and any ldc (tails: TMA zero fill in, predicated stores out)
+//         and any ldc (tails: TMA zero fill in; out through TMA stores, which clip at M and N,
+//         when beta == 0 and C is 16-byte aligned with ldc a multiple of 8, else through
+//         predicated stores from registers)
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
 // Pair:   triton_kernels/s13_warp_specialized.py
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
 
-// Measured (H100 SXM, 3 runs, do_bench median, cuBLAS = torch.matmul(a, w.t()) same dtype):
-//   4096^3: fp16 611-641 TFLOP/s (84-88% of cuBLAS, 719-752),  bf16 640-646 (86-89%, 724-754)
-//   8192^3: fp16 604-659 (90-104% of cuBLAS, 636-675),          bf16 649-664 (95-111%, 583-696)
-//   (cuBLAS itself moved by up to 16% between runs: percentages are per run.)
-//   rel. Frobenius error vs fp64 at 4096^3: fp16 2.1e-4, bf16 1.7e-3 (the output rounding).
+// Measured (H100 SXM, scratch harness: 3 alternating rounds of do_bench medians, L2 flushed,
+// cuBLAS = torch.matmul(a, w.t()) same dtype in the same process; median % of cuBLAS, range):
+//              4096^3 fp16      4096^3 bf16      8192^3 fp16      8192^3 bf16
+//   this       667 (98%, 96-112) 707 (97%, 96-100) 658 (102%, 98-103) 690 (99%, 97-102)
+//   GROUP_M 8  668 (98%, 97-111) 690 (97%, 94-98)  657 (98%, 98-106)  660 (95%, 92-100)
+//   register epilogue (the previous version, GROUP_M 8):
+//              601 (88%)         637 (89%)         612 (92%)          635 (91%)
+//   cuBLAS moved 621-682, 705-740, 643-727, 672-720 TFLOP/s over the rounds.
+//   rel. Frobenius error vs fp64 (ragged 67x40x72 ... 4095x4096x4088, sliced C with ldc = N+3
+//   and N+8, C off 16-byte alignment, beta != 0): fp16 1.9-2.1e-4, bf16 1.65-1.83e-3, the same
+//   as cuBLAS (the output rounding).
 // Not used: 2x1 clusters sharing the B tile through TMA multicast (+ cluster-wide empty
-// barriers) were correct but ran at ~300 TFLOP/s, half of this; the cause was not found in the
-// time available, so this stage stays at one CTA per cluster.
+// barriers), on top of this epilogue: correct, but ~310 TFLOP/s, half of this, with all 132 CTAs
+// resident (cudaOccupancyMaxActiveClusters: 66 pairs); the cause was not found in the time
+// available, so this stage stays at one CTA per cluster.
 
 namespace s13_warp_specialized {
 
@@ -37,22 +49,28 @@ constexpr int BK = 64;               // 64 x 2 B = one 128-byte swizzle line per
 constexpr int STAGES = 4;            // ring depth: 4 x 48 KB = 192 KB of the 227 KB
 constexpr int CONSUMERS = 2;         // wgmma warpgroups; warpgroup 0 is the producer
 constexpr int THREADS = (CONSUMERS + 1) * 128;
-constexpr int GROUP_M = 8;           // tile rows per group of the persistent tile order; 4 and 16
-                                     // measured within run-to-run noise of 8 on the H100
-                                     // (launch_g<T, G> takes another value for such checks)
+constexpr int GROUP_M = 16;          // tile rows per group of the persistent tile order: 16
+                                     // measured 0-3% over 8 on the H100 (at the noise level; 4
+                                     // no better); launch_g<T, G> takes other values for checks
 constexpr int PRODUCER_REGS = 40;    // setmaxnreg targets: 128*40 + 256*232 = 64512 <= 64K
 constexpr int CONSUMER_REGS = 232;
 constexpr int WG_M = BM / CONSUMERS;
 constexpr int A_TILE = BM * BK;      // elements per stage of A
 constexpr int B_TILE = BN * BK;      // elements per stage of B
 constexpr int STAGE_BYTES = (A_TILE + B_TILE) * 2;
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + room to align the ring to 1024 B
+constexpr int C_BOX = 64;            // epilogue store box: 64 x 64 = one 128-byte swizzle line per row
+constexpr int C_CHUNK = WG_M * C_BOX;  // elements per C staging buffer (8 KB)
+constexpr int C_BUFS = 2;            // per consumer: fill one while the copy engine reads the other
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + CONSUMERS * C_BUFS * C_CHUNK * 2 + 1024;
+                                     // ring + C staging (32 KB) + room to align to 1024 B
 static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
 static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
 static_assert((A_TILE * 2) % 1024 == 0 && (B_TILE * 2) % 1024 == 0,
               "every tile must start on a 1024-byte swizzle atom");
 static_assert(BM <= 256 && BN <= 256, "a TMA box dimension is at most 256 elements");
-static_assert(SMEM_BYTES <= 227 * 1024, "the ring must fit in 227 KB of shared memory");
+static_assert(SMEM_BYTES <= 227 * 1024, "ring + C staging must fit in 227 KB of shared memory");
+static_assert(BN % C_BOX == 0 && C_BOX * 2 == 128,
+              "the epilogue stores whole 64-column boxes, one 128-byte swizzle line per row");
 static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536,
               "register budgets after setmaxnreg must fit the 64K-register file");
 
@@ -70,13 +88,14 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
 template <typename T, int G>
 __global__ void __launch_bounds__(THREADS, 1)
 kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-       gemm::Problem<T> p, int vec2_ok) {
+       const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, int tma_store, int vec2_ok) {
   // Shared memory: [STAGES][BM][BK] A tiles and [STAGES][BN][BK] B tiles (B stored [N][K]),
   // 1024-byte aligned for the 128B swizzle; the barriers live in static shared memory.
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* sA = reinterpret_cast<T*>(smem);
   T* sB = reinterpret_cast<T*>(smem + STAGES * A_TILE * 2);
+  T* sC = reinterpret_cast<T*>(smem + STAGES * STAGE_BYTES);  // [CONSUMERS][C_BUFS][64][64]
   __shared__ uint64_t full[STAGES];   // producer -> consumers: the stage's TMA bytes landed
   __shared__ uint64_t empty[STAGES];  // consumers -> producer: all 8 consumer warps are done
 
@@ -90,6 +109,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
   if (tid == 0) {
     hopper::tma_prefetch_desc(&tmap_a);
     hopper::tma_prefetch_desc(&tmap_b);
+    if (tma_store) hopper::tma_prefetch_desc(&tmap_c);
     for (int s = 0; s < STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);                   // the producer's arrive.expect_tx
       hopper::mbar_init(&empty[s], CONSUMERS * 4);      // one arrival per consumer warp
@@ -147,12 +167,53 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
       hopper::fence_regs(acc);
       if (lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
 
-      // --- epilogue: alpha/beta, convert, predicated stores straight from the fragment -------
-      // 64 KB of bf16 C per tile against 48 KB x KT of operand traffic: direct 32-bit stores
-      // cost ~1-2% at K = 4096; the producer keeps loading the next tile meanwhile.
-      hopper::store_acc<T, BN>(acc, p, m0 + cw * WG_M + warp * 16 + lane / 4,
-                               n0 + 2 * (lane % 4), vec2_ok);
+      // --- epilogue: alpha, convert, stage in shared memory, TMA store -------------------
+      // Storing 64 KB of C per tile straight from the fragment takes 64 STG.32 per thread whose
+      // warp-wide footprint is 8 rows x 16 B: ~8 L1 wavefronts each, ~4K cycles per tile with
+      // the tensor cores idle (~5% of a 64-k-step tile). Instead each consumer writes its 64 x
+      // 256 half in four 64 x 64 boxes into a swizzled staging buffer (one wavefront per warp
+      // store: the 8 rows of a store land in 8 different 16-byte chunks) and one thread hands
+      // each box to the copy engine, which writes it out (and clips at M and N) while the
+      // warpgroup goes on to the next tile. Two buffers per consumer: box q is filled while box
+      // q-1 is still being read by the copy engine.
+      if (tma_store) {
+        const bool issuer = tid % 128 == 0;
+        const uint32_t buf0 = hopper::smem_u32(sC + cw * C_BUFS * C_CHUNK);
+#pragma unroll
+        for (int q = 0; q < BN / C_BOX; ++q) {
+          const uint32_t buf = buf0 + (q % C_BUFS) * C_CHUNK * 2;
+          // The store that last read this buffer (two boxes ago, maybe the previous tile's)
+          // must be done reading it before anyone overwrites it.
+          if (issuer) hopper::bulk_wait_read<C_BUFS - 1>();
+          hopper::named_bar_sync(1 + cw, 128);
+#pragma unroll
+          for (int jj = 0; jj < C_BOX / 8; ++jj) {
+            const int j = q * (C_BOX / 8) + jj;  // 8-column group of the fragment
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = warp * 16 + lane / 4 + 8 * h;  // row in the 64-row box; r % 8 = lane / 4
+              const uint32_t off = r * 128 + ((jj ^ (r % 8)) * 16) + 4 * (lane % 4);  // SW128
+              hopper::st_shared_u32(buf + off, hopper::Cvt<T>::bits(p.alpha * acc[4 * j + 2 * h],
+                                                                    p.alpha * acc[4 * j + 2 * h + 1]));
+            }
+          }
+          hopper::fence_proxy_async_smem();        // the copy engine must see these stores
+          hopper::named_bar_sync(1 + cw, 128);
+          if (issuer) {
+            hopper::tma_store_2d(&tmap_c, sC + cw * C_BUFS * C_CHUNK + (q % C_BUFS) * C_CHUNK,
+                                 n0 + q * C_BOX, m0 + cw * WG_M);
+            hopper::bulk_commit();
+          }
+        }
+      } else {
+        // beta != 0 (C is read) or C not TMA-able (unaligned base, ldc not a multiple of 8):
+        // predicated stores straight from the fragment.
+        hopper::store_acc<T, BN>(acc, p, m0 + cw * WG_M + warp * 16 + lane / 4,
+                                 n0 + 2 * (lane % 4), vec2_ok);
+      }
     }
+    // Outstanding TMA stores read this CTA's shared memory: finish them before the CTA exits.
+    if (tma_store && tid % 128 == 0) hopper::bulk_wait_all<0>();
   }
 }
 
@@ -169,6 +230,14 @@ cudaError_t launch_g(const gemm::Problem<T>& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   e = hopper::make_tmap_kmajor(&tb, p.B, p.N, p.K, p.ldb, BN);              // B: [N][K]
   if (e != cudaSuccess) return e;
+  // C through TMA stores when the epilogue only writes it (beta == 0) and TMA can address it
+  // (16-byte aligned base, 16-byte row stride); else the register epilogue, and the kernel
+  // never touches the (zeroed) map.
+  const int tma_store = p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 &&
+                        (p.M == 1 || p.ldc % 8 == 0);
+  CUtensorMap tc = {};
+  if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
+    return e;                                                               // C: [M][N], 64x64 boxes
   e = cudaFuncSetAttribute(kernel<T, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return e;
   static int sms = 0;  // multiprocessor count of the current device, read once
@@ -179,7 +248,7 @@ cudaError_t launch_g(const gemm::Problem<T>& p, cudaStream_t stream) {
   }
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
   const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, BN);
-  kernel<T, G><<<min(tiles, sms), THREADS, SMEM_BYTES, stream>>>(ta, tb, p, vec2_ok);
+  kernel<T, G><<<min(tiles, sms), THREADS, SMEM_BYTES, stream>>>(ta, tb, tc, p, tma_store, vec2_ok);
   return cudaGetLastError();
 }
 

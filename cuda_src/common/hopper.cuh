@@ -8,6 +8,9 @@
 //     how M/N/K tails are handled without a single predicate in the main loop.
 //   - wgmma wrappers (sm_90a): descriptor builder for 128B-swizzled K-major tiles, fence /
 //     commit / wait, and m64nNk16 with fp32 accumulators for fp16 and bf16 inputs.
+//   - TMA 2-D tile store (cp.async.bulk.tensor shared -> global) with its bulk-group waits,
+//     proxy fence and named barriers: an epilogue that stages C in shared memory and lets the
+//     copy engine write it out while the warps go on to the next tile.
 //   - setmaxnreg, for warp-specialised kernels that move registers between warpgroups.
 //   - host: cuTensorMapEncodeTiled fetched through the runtime (cudaGetDriverEntryPointByVersion)
 //     so that nothing links libcuda; cuda.h / cudaTypedefs.h are included for the types only.
@@ -83,6 +86,42 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
       : "memory");
+}
+
+// TMA 2-D tile store (shared -> global), the reverse direction: one thread hands the copy engine
+// a box staged in shared memory (same SW128 format); elements outside the tensor map's extent
+// are not written, which clips M/N edges. Completion is tracked per thread by bulk async-groups:
+// commit closes a group, wait_read<N> returns once all but the N newest groups have finished
+// READING shared memory (the buffer may be rewritten), wait_all<0> once every write is done.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0,
+                                             int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_u32(src)), "r"(c0), "r"(c1)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+// Ordinary shared-memory stores become visible to the copy engine (the async proxy) only after
+// this fence in each writing thread, followed by a barrier before the TMA store is issued.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// Named barrier `id` (1..15; 0 is __syncthreads) among `count` threads (a multiple of 32): lets
+// one warpgroup synchronise without stopping the others.
+__device__ __forceinline__ void named_bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,6 +302,10 @@ template <> struct Cvt<__half> {
   static __device__ __forceinline__ __half one(float a) { return __float2half_rn(a); }
   static __device__ __forceinline__ float2 unpack(__half2 v) { return __half22float2(v); }
   static __device__ __forceinline__ float load(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ uint32_t bits(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
 };
 template <> struct Cvt<__nv_bfloat16> {
   using T2 = __nv_bfloat162;
@@ -270,6 +313,10 @@ template <> struct Cvt<__nv_bfloat16> {
   static __device__ __forceinline__ __nv_bfloat16 one(float a) { return __float2bfloat16_rn(a); }
   static __device__ __forceinline__ float2 unpack(__nv_bfloat162 v) { return __bfloat1622float2(v); }
   static __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ uint32_t bits(float a, float b) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
 };
 
 // Epilogue shared by the stages: one warp's share of a 64 x N wgmma accumulator fragment,
@@ -332,7 +379,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
 // K is the contiguous dimension), read in boxes of box_rows x 64 elements into SW128 tiles.
 // TMA rules: base 16-byte aligned, row stride (ld * sizeof(T)) a multiple of 16 bytes; when
 // rows == 1 the stride is never used, so any ld is accepted there. Out-of-bounds box elements
-// (rows or k past the end) are filled with zeros, which makes M/N/K tails exact.
+// (rows or k past the end) are filled with zeros, which makes M/N/K tails exact. The same map
+// over C (rows = M, k = N, ld = ldc, box_rows = 64) serves a TMA store, which clips instead.
 template <typename T>
 inline cudaError_t make_tmap_kmajor(CUtensorMap* map, const T* base, int rows, int k, int ld,
                                     int box_rows) {
