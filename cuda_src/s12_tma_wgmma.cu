@@ -1,19 +1,20 @@
 // s12_tma_wgmma: Hopper TMA tile loads + wgmma from swizzled shared memory, mbarrier pipeline
 //
-// Change: vs s11, the copy engine (TMA) moves whole 128x64 tiles into 128B-swizzled shared memory
-//         and signals an mbarrier; two warpgroups multiply them with wgmma.mma_async m64n128k16
-//         straight from shared memory (no ldmatrix, no fragments in registers for A or B);
-//         a 3-stage ring of full/empty mbarriers replaces cp.async groups and __syncthreads.
-// Why:    one thread issues 2 TMA instructions per 32 KB k-step instead of 256 threads issuing
-//         2048 16-byte cp.async, and one wgmma does 64x128x16 per warpgroup (131k MACs) where
-//         mma.sync did 16x8x16 per warp: issue slots stop being the limit. Tile 128x128x64 =
-//         128*64*2*2 B = 32 KB per stage, 2*128*128*64 = 2.1 MFLOP per stage: 64 FLOP/B from
-//         shared memory and 2*128*128/(2*(128+128)) = 64 FLOP/B of L2/DRAM traffic per tile,
-//         well right of the BF16 ridge (~266 FLOP/B from DRAM holds with L2 reuse). 3 stages x
-//         32 KB = 96 KB, so 2 CTAs share an SM: one CTA's prologue/epilogue hides under the
-//         other's main loop.
-// Expect: ~70-80% of cuBLAS FP16/BF16 at 4096^3 (~2x s11: wgmma runs at the full Hopper
-//         tensor rate, mma.sync at about half)
+// Change: vs s11, the copy engine (TMA) moves whole 128x64 and 256x64 operand tiles into
+//         128B-swizzled shared memory and signals an mbarrier; two warpgroups multiply them with
+//         wgmma.mma_async m64n256k16 straight from shared memory (no ldmatrix, no fragments in
+//         registers for A or B); a 4-stage ring of full/empty mbarriers replaces cp.async groups
+//         and __syncthreads.
+// Why:    one thread issues 2 TMA instructions per 48 KB k-step instead of 256 threads issuing
+//         3072 16-byte cp.async, and one wgmma does 64x256x16 per warpgroup (262k MACs) where
+//         mma.sync did 16x8x16 per warp: issue slots stop being the limit. Tile 128x256x64 =
+//         (128+256)*64*2 B = 48 KB per stage for 2*128*256*64 = 4.2 MFLOP: 85 FLOP/B of L2
+//         traffic, right of the BF16 ridge (~266 FLOP/B from DRAM holds with L2 reuse), with
+//         64x256 fp32 = 128 accumulator registers per thread. 4 stages x 48 KB = 192 KB: one CTA
+//         per SM with three k-steps of loads in flight. (128x128 tiles with 3 stages and 2 CTAs
+//         per SM, 64 FLOP/B, measured 72-77%: see Measured.)
+// Expect: ~85-90% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~1.8x s11: wgmma runs at the full
+//         Hopper tensor rate, mma.sync at about half)
 // Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
 //         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1
 //         and any ldc (tails: TMA zero fill in, predicated stores out)
@@ -22,36 +23,49 @@
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
 
-// Measured (H100 SXM, 4 runs, do_bench median, cuBLAS = torch.matmul(a, w.t()) same dtype):
-//   4096^3: fp16 524-529 TFLOP/s (70-74% of cuBLAS, 719-752),  bf16 528-531 (70-73%, 724-754)
-//   8192^3: fp16 468-527 (69-83% of cuBLAS, 636-675),           bf16 496-540 (74-85%, 583-696)
-//   (cuBLAS itself moved by up to 16% between runs: percentages are per run.)
-//   rel. Frobenius error vs fp64 at 4096^3: fp16 2.1e-4, bf16 1.7e-3 (the output rounding).
+// Measured (H100 SXM, scratch harness: 3 alternating rounds of do_bench medians, L2 flushed,
+// cuBLAS = torch.matmul(a, w.t()) same dtype in the same process; median % of cuBLAS):
+//                            4096^3 fp16   4096^3 bf16   8192^3 fp16   8192^3 bf16
+//   128x256, 4 stages, 1 CTA  608 (89%)     630 (88%)     616 (96%)     582 (86%)   <- this
+//   128x256, 3 stages, 1 CTA  574 (84%)     591 (82%)     594 (92%)     624 (89%)
+//   128x128, 3 stages, 2 CTAs 507 (74%)     523 (73%)     489 (76%)     527 (76%)   (before)
+//   cuBLAS moved 621-682, 705-740, 643-727, 672-720 TFLOP/s over the rounds. fp16 and bf16
+//   run the same template (only the wgmma type differs).
+//   rel. Frobenius error vs fp64 (ragged shapes 67x40x72 ... 4095x4096x4088, sliced C, beta != 0):
+//   fp16 1.9-2.1e-4, bf16 1.65-1.83e-3, the same as cuBLAS (the output rounding).
 
 namespace s12_tma_wgmma {
 
 constexpr int BM = 128;              // CTA tile rows: two warpgroups x 64 rows (wgmma M is 64)
-constexpr int BN = 128;              // CTA tile cols: one m64n128k16 per warpgroup per k16 step
 constexpr int BK = 64;               // 64 x 2 B = one 128-byte swizzle line per tile row
-constexpr int STAGES = 3;            // ring depth: 3 x 32 KB = 96 KB, two CTAs per SM fit
 constexpr int CONSUMERS = 2;         // warpgroups issuing wgmma
 constexpr int THREADS = CONSUMERS * 128;
 constexpr int GROUP_M = 8;           // tile rows per group of the L2-friendly launch order
 constexpr int WG_M = BM / CONSUMERS; // rows per warpgroup
 constexpr int A_TILE = BM * BK;      // elements per stage of A
-constexpr int B_TILE = BN * BK;      // elements per stage of B
-constexpr int STAGE_BYTES = (A_TILE + B_TILE) * 2;
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + room to align the ring to 1024 B
+// Tile width, ring depth and CTAs per SM are template knobs of the kernel so that other shapes can
+// be measured against the default (launch_cfg); launch() runs the default.
+constexpr int BN_DEF = 256;          // CTA tile cols: one m64n256k16 per warpgroup per k16 step
+constexpr int STAGES_DEF = 4;        // ring depth: 4 x 48 KB = 192 KB, one CTA per SM
+constexpr int CTAS_DEF = 1;          // CTAs per SM (__launch_bounds__ minimum)
+template <int BN, int STAGES, int CTAS>
+struct Shape {
+  static constexpr int B_TILE = BN * BK;  // elements per stage of B
+  static constexpr int STAGE_BYTES = (A_TILE + B_TILE) * 2;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + room to align to 1024 B
+  static_assert(BN % 8 == 0 && BN <= 256, "wgmma N is a multiple of 8, at most 256 (TMA box too)");
+  static_assert((B_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
+  static_assert(CTAS * SMEM_BYTES <= 227 * 1024, "CTAS rings must fit in 227 KB of shared memory");
+  static_assert(CTAS * THREADS * (BN / 2 + 40) <= 65536, "accumulators + ~40 registers per thread");
+};
 static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
 static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
 static_assert(BK % 16 == 0, "wgmma consumes K in steps of 16");
-static_assert((A_TILE * 2) % 1024 == 0 && (B_TILE * 2) % 1024 == 0,
-              "every tile must start on a 1024-byte swizzle atom");
-static_assert(BM <= 256 && BN <= 256, "a TMA box dimension is at most 256 elements");
-static_assert(2 * SMEM_BYTES <= 227 * 1024, "two CTAs per SM must fit in 227 KB of shared memory");
+static_assert((A_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
+static_assert(BM <= 256, "a TMA box dimension is at most 256 elements");
 
-template <typename T>
-__global__ void __launch_bounds__(THREADS, 2)
+template <typename T, int BN, int STAGES, int CTAS>
+__global__ void __launch_bounds__(THREADS, CTAS)
 kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
        gemm::Problem<T> p, int vec2_ok) {
   // Shared memory: [STAGES][BM][BK] A tiles, [STAGES][BN][BK] B tiles (B stored [N][K]),
@@ -59,6 +73,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* sA = reinterpret_cast<T*>(smem);
+  using S = Shape<BN, STAGES, CTAS>;
+  constexpr int B_TILE = S::B_TILE, STAGE_BYTES = S::STAGE_BYTES;
   T* sB = reinterpret_cast<T*>(smem + STAGES * A_TILE * 2);
   __shared__ uint64_t full[STAGES];   // completes when a stage's TMA bytes have all landed
   __shared__ uint64_t empty[STAGES];  // completes when all 8 warps finished reading a stage
@@ -99,7 +115,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
     for (int kt = 0; kt < min(STAGES, KT); ++kt) issue(kt);
 
   // --- loop over K: wait full -> 4 wgmma (k16 each) -> keep one batch in flight --------------
-  float acc[BN / 2] = {};  // 64 x 128 fp32 per warpgroup = 64 registers per thread
+  float acc[BN / 2] = {};  // 64 x BN fp32 per warpgroup: 128 registers per thread at BN = 256
   for (int kt = 0; kt < KT; ++kt) {
     const int s = kt % STAGES;
     hopper::mbar_wait(&full[s], (kt / STAGES) & 1);
@@ -129,7 +145,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 
   // --- epilogue: fp32 accumulators -> alpha/beta -> T, stores predicated against M and N ------
   // Straight from the wgmma fragment to global memory: a quad writes 16 contiguous bytes of a
-  // row; C is 1/64 of the traffic of the main loop at K = 4096, not worth a staging pass here.
+  // row; C is 1/48 of the traffic of the main loop at K = 4096, not worth a staging pass here.
   const int warp = (tid % 128) / 32, lane = tid % 32;
   hopper::store_acc<T, BN>(acc, p, m0 + wg * WG_M + warp * 16 + lane / 4, n0 + 2 * (lane % 4),
                            vec2_ok);
@@ -140,20 +156,25 @@ const char* unsupported_t(const gemm::Problem<T>& p) {
   return hopper::tma_operand_problem(p.A, p.M, p.lda, p.B, p.N, p.ldb);
 }
 
-template <typename T>
-cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
+template <typename T, int BN = BN_DEF, int STAGES = STAGES_DEF, int CTAS = CTAS_DEF>
+cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
+  using S = Shape<BN, STAGES, CTAS>;
   CUtensorMap ta, tb;
   cudaError_t e = hopper::make_tmap_kmajor(&ta, p.A, p.M, p.K, p.lda, BM);  // A: [M][K]
   if (e != cudaSuccess) return e;
   e = hopper::make_tmap_kmajor(&tb, p.B, p.N, p.K, p.ldb, BN);              // B: [N][K]
   if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  e = cudaFuncSetAttribute(kernel<T, BN, STAGES, CTAS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
   const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, BN);
-  kernel<T><<<tiles, THREADS, SMEM_BYTES, stream>>>(ta, tb, p, vec2_ok);
+  kernel<T, BN, STAGES, CTAS><<<tiles, THREADS, S::SMEM_BYTES, stream>>>(ta, tb, p, vec2_ok);
   return cudaGetLastError();
 }
+
+template <typename T>
+cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) { return launch_cfg<T>(p, stream); }
 
 const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
 const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }
