@@ -33,13 +33,16 @@
 //   register epilogue (the previous version, GROUP_M 8):
 //              601 (88%)         637 (89%)         612 (92%)          635 (91%)
 //   cuBLAS moved 621-682, 705-740, 643-727, 672-720 TFLOP/s over the rounds.
+//   A second run (4 rounds): this 678 (97%), 689 (97%), 659 (101%), 698 (104%); GROUP_M 8
+//   98%, 98%, 102%, 104%; the previous version 92%, 93%, 95%, 97%. G = 8 and 16 are level.
 //   rel. Frobenius error vs fp64 (ragged 67x40x72 ... 4095x4096x4088, sliced C with ldc = N+3
 //   and N+8, C off 16-byte alignment, beta != 0): fp16 1.9-2.1e-4, bf16 1.65-1.83e-3, the same
 //   as cuBLAS (the output rounding).
 // Not used: 2x1 clusters sharing the B tile through TMA multicast (+ cluster-wide empty
 // barriers), on top of this epilogue: correct, but ~310 TFLOP/s, half of this, with all 132 CTAs
-// resident (cudaOccupancyMaxActiveClusters: 66 pairs); the cause was not found in the time
-// available, so this stage stays at one CTA per cluster.
+// resident (cudaOccupancyMaxActiveClusters: 66 pairs); capping the grid at 120 or 100 CTAs
+// slowed it in proportion, so it is not a residency/second-wave effect but each pair running
+// at half rate. The cause was not found in the time available: one CTA per cluster here.
 
 namespace s13_warp_specialized {
 
