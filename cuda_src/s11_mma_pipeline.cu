@@ -3,22 +3,32 @@
 // Change: vs s10, WMMA gives way to the PTX it hides: ldmatrix (LDSM) loads fragments whose
 //         register layout is now known, mma.sync.m16n8k16 multiplies them, and the epilogue
 //         stores accumulators straight from registers. Known layouts allow unpadded tiles
-//         with an XOR swizzle (chunk ^= row bits) instead of s10's padding. Same 128x128x32
-//         block tile, 4 warps of 64x64, 4-stage cp.async pipeline, two blocks per SM.
-// Why:    Per 16-wide K step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T
-//         for B (two k16n8 fragments each) and 32 MMAs: 8 shared loads per 32 MMAs, with no
-//         opaque-fragment shuffles. Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B
-//         at one logical chunk; B rows are 256 B apart (all on one bank group), so storing
-//         chunk c of row r at c ^ (r % 8) spreads them over the 8 groups of a 128 B line; A
-//         rows are 64 B (4 chunks): c ^ ((r / 2) % 4) does the same for row pairs. Unpadded,
-//         a stage is (128+128)*32*2 B = 16 KiB (s10: 18.5), 4 stages 64 KiB. The epilogue
-//         needs no shared staging: each lane owns row pairs of 2 adjacent columns and stores
-//         them as one 32-bit word. Still one block-wide barrier per 32-wide K tile, which
-//         leaves every warp's tensor pipe idle at the same moment; the second block per SM
-//         covers part of that (128x256 tiles with 8 warps, one block per SM, measured ~10%
-//         slower on H100). s12's asynchronous wgmma + mbarrier ring removes the barrier.
-// Expect: ~1.1x s10 at 4096^3; ~48-50% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~330 TFLOP/s);
-//         rel. error as s10 (set by the output rounding)
+//         with an XOR swizzle (chunk ^= row bits) instead of s10's padding, and fragments
+//         double-buffered across k16 steps. 128x256x64 block tile, 8 warps of 64x64, 3-stage
+//         cp.async pipeline, one barrier per 64-wide K tile placed before its last k16 step.
+// Why:    Per k16 step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T for B
+//         (two k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's
+//         MMAs. Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical
+//         chunk; storing chunk c of row r at c ^ (r % 8) spreads them over the 8 bank groups
+//         of a 128 B line. Budget: 128 accumulators + 64 fragment registers per thread, and
+//         256 threads x 255 registers is the whole register file, so 64x64 warps and 8 of
+//         them per SM are the limit (96x64 warps fit only single-buffered: 5-20% slower).
+//         The real ceiling is shared memory: per SM and k16 step, 8 x 4 KiB of LDSM plus
+//         12 KiB of cp.async writes per 1 MFLOP, i.e. ~130 B/clk at the mma.sync rate below
+//         (~3000 FLOP/clk/SM at ~1.6 GHz) against 128 B/clk; at this stage's rate ~85 B/clk.
+//         What paid on H100 (A/B vs the earlier 128x128x32 version, 337-352 TFLOP/s, in the
+//         same runs): a copy plan fixed outside the K loop (offsets, M/N bytes; only a tile
+//         crossing K computes byte counts; ~8 instead of ~22 SASS instructions per 16-byte
+//         copy) +15%; 8 warps x 64x64 and BK 64 (fewer barriers and copy instructions per
+//         MMA) +3-8%; fragment double-buffering is what makes the big tile pay (single-
+//         buffered 128x256: 300-341). 4 vs 3 stages, GROUP_M 4/8/16: within the ~5%
+//         run-to-run noise under the 700 W power cap.
+// Expect: fp16 ~400-425 TFLOP/s at 4096^3 (57% of cuBLAS, 695-743 there) and ~395-410 at
+//         8192^3 (61-64%); bf16 ~405-410 (56-57%) and ~410-430 (58-68%); 1.2x the 128x128x32
+//         version. mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16
+//         615-650, bf16 640-655 TFLOP/s, so ~65% of it, and ~42% of H100's 989 TFLOP/s
+//         wgmma peak (cuBLAS reaches 630-740). rel. error as s10, set by the output rounding
+//         (2.1e-4 fp16, 1.7e-3 bf16 at 4095x4096x4088)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
@@ -65,6 +75,13 @@ template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// cp.async with a 32-bit shared-state address (common/cp_async.cuh takes a generic pointer and
+// converts it per call; here the swizzled destination is already a shared offset).
+__device__ __forceinline__ void cp_async_16_u32(uint32_t smem_dst, const void* gmem_src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(smem_dst), "l"(gmem_src), "r"(src_bytes));
+}
+
 // Two adjacent outputs as one 32-bit store (and load, only when beta != 0).
 __device__ __forceinline__ uint32_t pack2(float x, float y, __half) {
   __half2 h = __floats2half2_rn(x, y);
@@ -95,38 +112,54 @@ __device__ __forceinline__ int swizzle(int r, int c) {
 
 // Tile configuration. The default is the one launch() uses; other instantiations exist only so
 // a tuning script can compare shapes without editing this file.
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_>
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_, int MIN_BLOCKS_,
+          int FRAG_BUFS_ = 2>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;               // block tile of C / K step
   static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;     // warp grid in the block
   static constexpr int STAGES = STAGES_;                           // cp.async pipeline depth
   static constexpr int GROUP_M = GROUP_M_;                         // tile rows per L2 group
+  static constexpr int MIN_BLOCKS = MIN_BLOCKS_;                   // resident blocks per SM asked for
+  static constexpr int FRAG_BUFS = FRAG_BUFS_;                     // ldmatrix fragment buffers
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
   static constexpr int MT = WM / 16, NT = WN / 8;                  // m16n8 accumulators per warp
+  static constexpr int KS = BK / 16;                               // k16 MMA steps per K tile
   static constexpr int A_CPR = BK / 8, B_CPR = BN / 8;             // 16-byte chunks per tile row
   static constexpr int A_ELEMS = BM * BK, B_ELEMS = BK * BN;       // As [BM][BK], Bs [BK][BN]
+  static constexpr int A_COPIES = A_ELEMS / 8 / THREADS, B_COPIES = B_ELEMS / 8 / THREADS;
   static constexpr int STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
 
   static_assert(WM % 16 == 0 && WN % 16 == 0, "a warp tile is whole m16 rows and n16 column pairs");
   static_assert(BM == WM * WARPS_M && BN == WN * WARPS_N, "warps must tile the block exactly");
-  static_assert(BK % 16 == 0, "the K step must be whole k16 MMAs");
-  static_assert((A_ELEMS / 8) % THREADS == 0 && (B_ELEMS / 8) % THREADS == 0,
+  static_assert(BK % 32 == 0, "the K step must be an even number of k16 MMAs, so the double-"
+                              "buffered fragments alternate at the same indices in every tile");
+  static_assert(FRAG_BUFS == 1 || FRAG_BUFS == 2, "fragments single- or double-buffered");
+  static_assert(A_CPR == 4 || A_CPR % 8 == 0, "A rows of 4 or a multiple of 8 chunks (swizzle)");
+  static_assert(A_COPIES * 8 * THREADS == A_ELEMS && B_COPIES * 8 * THREADS == B_ELEMS,
                 "every thread must issue the same number of 16-byte copies per tile");
-  static_assert(STAGES >= 2, "a pipeline needs at least two stages");
-  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is at most 227 KiB on H100");
+  static_assert(THREADS % A_CPR == 0 && THREADS % B_CPR == 0,
+                "a thread's copies must all sit at one chunk column of their rows");
+  static_assert((THREADS / A_CPR) % 8 == 0 && (THREADS / B_CPR) % 8 == 0,
+                "a thread's copies must be a multiple of 8 rows apart (one swizzle term for all)");
+  static_assert(STAGES >= 3, "wait_group<STAGES-2> with the refill after the barrier needs 3+ stages");
+  static_assert(SMEM_BYTES * MIN_BLOCKS <= 227 * 1024, "shared memory per SM is at most 227 KiB on H100");
 };
 
-// 128x128x32, 4 warps (2 x 2) of 64x64, 4 stages of 16 KiB = 64 KiB: two blocks of 128 threads
-// per SM, so one block's barrier wait is covered by the other's MMAs (accumulators alone are
-// 4*8*4 = 128 fp32 registers per thread; 244 in all, 2 * 128 * 244 < 64 Ki).
-using Default = Config<128, 128, 32, 2, 2, 4, 8>;
+// 128x256x64, 8 warps (2 x 4) of 64x64, 3 stages of 48 KiB = 144 KiB, one block of 256 threads
+// per SM. Accumulators 128 + double-buffered fragments 64 registers per thread; 256 threads
+// x 255 registers is the whole 64 Ki register file, so 64x64 is the largest warp tile and
+// 8 warps of it the largest block. 144 KiB needs sm_80/sm_90-class shared memory (sm_86 and
+// sm_89 allow 99 KiB per block; there Config<128, 128, 32, 2, 2, 4, 8, 2>, 64 KiB and two
+// blocks per SM, ~5% slower on H100, would be the one to launch).
+using Default = Config<128, 256, 64, 2, 4, 3, 8, 1>;
 
 template <typename T, class Cfg>
-__global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<T> p, bool pair_store) {
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
+kernel(const gemm::Problem<T> p, bool pair_store) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::STAGES;
-  constexpr int MT = Cfg::MT, NT = Cfg::NT, THREADS = Cfg::THREADS;
+  constexpr int MT = Cfg::MT, NT = Cfg::NT, KS = Cfg::KS, THREADS = Cfg::THREADS;
   constexpr int A_CPR = Cfg::A_CPR, B_CPR = Cfg::B_CPR;
   extern __shared__ float4 smem4[];  // float4: 16-byte alignment for cp.async and ldmatrix
   T* smem = reinterpret_cast<T*>(smem4);
@@ -140,85 +173,159 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<T>
 
   // --- operand staging: K-tile kt -> stage s. As: [BM][BK] rows of A, Bs: [BK][BN] rows of B,
   // unpadded, 16-byte chunks placed by swizzle(). Chunks past M, N or K are zero-filled
-  // (src size 0..16 bytes), so the tails multiply as zeros without a branch in the K loop.
+  // (src size 0..16 bytes, a 0-byte copy reads from the base pointer), so the tails multiply
+  // as zeros. A thread's copies sit at one chunk column (THREADS % CPR == 0) and rows
+  // THREADS / CPR apart, so the copy plan is fixed once here (row validity, first offset,
+  // N-tail bytes) and a tile adds only k0 (~8 SASS instructions per copy instead of ~22).
+  // Only a K tile that crosses K takes the per-chunk byte path.
+  constexpr int A_RSTEP = THREADS / A_CPR, B_RSTEP = THREADS / B_CPR;
+  const int a_c = threadIdx.x % A_CPR, a_r0 = threadIdx.x / A_CPR;
+  const int b_c = threadIdx.x % B_CPR, b_r0 = threadIdx.x / B_CPR;
+  uint32_t a_rows_ok = 0;  // bit i: copy i's row lies inside M
+#pragma unroll
+  for (int i = 0; i < Cfg::A_COPIES; ++i) a_rows_ok |= (m0 + a_r0 + i * A_RSTEP < p.M ? 1u : 0u) << i;
+  // Element offset of copy 0 in A (row clamped: a row past M is never read, and the clamp
+  // keeps the offset arithmetic inside A); copy i adds i * a_rstep.
+  const int a_goff = min(m0 + a_r0, p.M - 1) * p.lda + a_c * 8;
+  const int a_rstep = A_RSTEP * p.lda;
+  const int b_n = n0 + b_c * 8;
+  const int b_nbytes = max(0, min(16, 2 * (p.N - b_n)));  // N tail of this thread's column
+  const int b_goff = b_r0 * p.ldb + (b_nbytes ? b_n : 0);  // + (k0 + i * B_RSTEP) * ldb
+  const int b_rstep = B_RSTEP * p.ldb;
+
+  // Shared destinations: copy i sits RSTEP rows below copy 0 and RSTEP is a multiple of 8, so
+  // the swizzle term is the same for all of a thread's copies (one register, i adds an immediate).
+  const uint32_t a_sdst = (a_r0 * A_CPR + swizzle<A_CPR>(a_r0, a_c)) * 16;
+  const uint32_t b_sdst = Cfg::A_ELEMS * 2 + (b_r0 * B_CPR + swizzle<B_CPR>(b_r0, b_c)) * 16;
+
   auto load_stage = [&](int s, int kt) {
-    T* As = smem + s * (Cfg::A_ELEMS + Cfg::B_ELEMS);
-    T* Bs = As + Cfg::A_ELEMS;
+    const uint32_t stage = gemm::smem_u32(smem) + s * Cfg::STAGE_BYTES;
     const int k0 = kt * BK;
+    if (k0 + BK <= p.K) {  // whole tile inside K: bytes depend on M / N only
+      const T* a_k = p.A + a_goff + k0;
 #pragma unroll
-    for (int i = 0; i < Cfg::A_ELEMS / 8 / THREADS; ++i) {
-      const int id = threadIdx.x + i * THREADS;
-      const int r = id / A_CPR, c = id % A_CPR, k = k0 + c * 8;
-      const int bytes = m0 + r < p.M ? max(0, min(16, 2 * (p.K - k))) : 0;
-      gemm::cp_async_16(As + (r * A_CPR + swizzle<A_CPR>(r, c)) * 8,
-                        bytes ? p.A + (m0 + r) * p.lda + k : p.A, bytes);
-    }
+      for (int i = 0; i < Cfg::A_COPIES; ++i, a_k += a_rstep) {
+        const bool ok = (a_rows_ok >> i) & 1;
+        cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16, ok ? a_k : p.A, ok ? 16 : 0);
+      }
+      const T* b_k = p.B + b_goff + k0 * p.ldb;
 #pragma unroll
-    for (int i = 0; i < Cfg::B_ELEMS / 8 / THREADS; ++i) {
-      const int id = threadIdx.x + i * THREADS;
-      const int r = id / B_CPR, c = id % B_CPR, n = n0 + c * 8;  // a warp: 2 rows of 256 B of B
-      const int bytes = k0 + r < p.K ? max(0, min(16, 2 * (p.N - n))) : 0;
-      gemm::cp_async_16(Bs + (r * B_CPR + swizzle<B_CPR>(r, c)) * 8,
-                        bytes ? p.B + (k0 + r) * p.ldb + n : p.B, bytes);
+      for (int i = 0; i < Cfg::B_COPIES; ++i, b_k += b_rstep)
+        cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16, b_k, b_nbytes);
+    } else {  // the K tail: per-chunk byte counts, zero-byte copies read from the base pointer
+      const int kleft = p.K - k0;
+      const int a_kbytes = max(0, min(16, 2 * (kleft - a_c * 8)));
+#pragma unroll
+      for (int i = 0; i < Cfg::A_COPIES; ++i) {
+        const int bytes = (a_rows_ok >> i) & 1 ? a_kbytes : 0;
+        cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16,
+                        bytes ? p.A + a_goff + k0 + i * a_rstep : p.A, bytes);
+      }
+#pragma unroll
+      for (int i = 0; i < Cfg::B_COPIES; ++i) {
+        const int bytes = b_r0 + i * B_RSTEP < kleft ? b_nbytes : 0;
+        cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16,
+                        bytes ? p.B + b_goff + k0 * p.ldb + i * b_rstep : p.B, bytes);
+      }
     }
   };
 
   const int KT = gemm::cdiv(p.K, BK);
   // Prologue: STAGES-1 tiles in flight before the first multiply. One commit per stage, even
-  // when empty, so wait<STAGES-2> below always means "tile kt has landed".
+  // when empty, so wait<STAGES-2> below always means "the next tile has landed".
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) load_stage(s, s);
     gemm::cp_async_commit();
   }
 
-  // ldmatrix.x4 addressing, the same for A and B: lane l points at row l % 16 of the 16-row
-  // slab, chunk l / 16 of the chunk pair. For A that yields the 4 registers of an m16k16
+  // ldmatrix.x4 addressing, the same for A and B: lane l points at row l % 16 of a 16-row
+  // slab, chunk l / 16 of a chunk pair. For A that yields the 4 registers of an m16k16
   // fragment (rows 0-7 / 8-15 x k 0-7 / 8-15); for B (rows = k, .trans) it yields b0b1 and
-  // b2b3 of two adjacent n8 fragments. Byte offsets within a stage are loop-invariant.
+  // b2b3 of two adjacent n8 fragments. The swizzle term depends only on lrow (slabs start on
+  // multiples of 8 rows), so the byte offset is one register per k16 step for A (the m16 slab
+  // adds an immediate) and one per n16 pair for B (the k16 step adds an immediate).
   const int lrow = lane % 16, lchunk = lane / 16;
-  uint32_t a_off[BK / 16][MT], b_off[BK / 16][NT / 2];
+  uint32_t a_off[KS], b_off[NT / 2];
 #pragma unroll
-  for (int ks = 0; ks < BK / 16; ++ks) {
+  for (int ks = 0; ks < KS; ++ks) {
+    const int r = wm * Cfg::WM + lrow;
+    a_off[ks] = (r * A_CPR + swizzle<A_CPR>(r, ks * 2 + lchunk)) * 16;
+  }
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int r = wm * Cfg::WM + mt * 16 + lrow, c = ks * 2 + lchunk;
-      a_off[ks][mt] = (r * A_CPR + swizzle<A_CPR>(r, c)) * 16;
-    }
-#pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      const int r = ks * 16 + lrow, c = (wn * Cfg::WN + np * 16) / 8 + lchunk;
-      b_off[ks][np] = Cfg::A_ELEMS * 2 + (r * B_CPR + swizzle<B_CPR>(r, c)) * 16;
-    }
+  for (int np = 0; np < NT / 2; ++np) {
+    const int c = (wn * Cfg::WN + np * 16) / 8 + lchunk;
+    b_off[np] = Cfg::A_ELEMS * 2 + (lrow * B_CPR + swizzle<B_CPR>(lrow, c)) * 16;
   }
 
-  float acc[MT][NT][4] = {};  // 64x64 fp32 per warp: 128 registers per thread
+  // With FRAG_BUFS == 2, fragments are double-buffered across k16 steps: step ks+1's ldmatrix
+  // is issued before step ks's MMAs, so shared-memory latency hides behind 32 MMAs.
+  constexpr int FB = Cfg::FRAG_BUFS;
+  uint32_t af[FB][MT][4], bf[FB][NT / 2][4];
+  auto load_frags = [&](int buf, uint32_t stage, int ks) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[buf][mt], stage + a_off[ks] + mt * 16 * A_CPR * 16);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np)
+      ldmatrix_x4_trans(bf[buf][np], stage + b_off[np] + ks * 16 * B_CPR * 16);
+  };
+  float acc[MT][NT][4] = {};  // WM x WN fp32 per warp: MT*NT*4 registers per thread
+  auto mmas = [&](int buf) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        mma_16816<T>(acc[mt][nt], af[buf][mt], bf[buf][nt / 2][(nt % 2) * 2],
+                     bf[buf][nt / 2][(nt % 2) * 2 + 1]);
+  };
 
-  // --- loop over K: wait for tile kt, refill the slot freed last iteration, multiply ---------
+  // --- loop over K. wait<STAGES-2>: at most STAGES-2 younger groups pending, i.e. the tile
+  // about to be read has landed for this thread; the barrier makes it so for all threads and
+  // also proves every warp has left the slot that the refill then overwrites.
   const uint32_t smem_base = gemm::smem_u32(smem);
   int read_s = 0, write_s = STAGES - 1;
-  for (int kt = 0; kt < KT; ++kt) {
-    gemm::cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
-    __syncthreads();                    // ... and everyone's; all warps also left tile kt-1
-    if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
-    gemm::cp_async_commit();
-    write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
-
-    const uint32_t stage = smem_base + read_s * Cfg::STAGE_BYTES;
-    read_s = read_s + 1 == STAGES ? 0 : read_s + 1;
+  if constexpr (FB == 2) {
+    // Double-buffered: the barrier for tile kt+1 sits before the LAST k16 step of tile kt, so
+    // that step's MMAs run while tile kt+1's first fragments load (CUTLASS's multistage
+    // order); the refill of the slot freed by tile kt-1 goes out at step 0.
+    uint32_t stage = smem_base;
+    gemm::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    load_frags(0, stage, 0);
+    for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) {
-      uint32_t a[MT][4], b[NT / 2][4];  // b[np]: {b0b1, b2b3} of n8 tile 2np, then of 2np+1
+      for (int ks = 0; ks < KS; ++ks) {
+        if (ks == KS - 1) {
+          gemm::cp_async_wait<STAGES - 2>();
+          __syncthreads();
+          read_s = read_s + 1 == STAGES ? 0 : read_s + 1;
+          stage = smem_base + read_s * Cfg::STAGE_BYTES;
+        }
+        load_frags((ks + 1) % 2, stage, (ks + 1) % KS);  // past the last tile: harmless stale read
+        if (ks == 0) {
+          if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
+          gemm::cp_async_commit();
+          write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
+        }
+        mmas(ks % 2);
+      }
+    }
+  } else {
+    // Single-buffered (large warp tiles, no registers to spare): barrier at the top of each
+    // tile, refill, then load-and-multiply each k16 step.
+    for (int kt = 0; kt < KT; ++kt) {
+      gemm::cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
+      gemm::cp_async_commit();
+      write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
+      const uint32_t stage = smem_base + read_s * Cfg::STAGE_BYTES;
+      read_s = read_s + 1 == STAGES ? 0 : read_s + 1;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], stage + a_off[ks][mt]);
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) ldmatrix_x4_trans(b[np], stage + b_off[ks][np]);
-      // MT*NT = 32 MMAs from 8 ldmatrix: each A fragment feeds 8 MMAs, each B fragment 4.
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          mma_16816<T>(acc[mt][nt], a[mt], b[nt / 2][(nt % 2) * 2], b[nt / 2][(nt % 2) * 2 + 1]);
+      for (int ks = 0; ks < KS; ++ks) {
+        load_frags(0, stage, ks);
+        mmas(0);
+      }
     }
   }
   gemm::cp_async_wait<0>();  // only empty groups remain; leave none pending at exit
