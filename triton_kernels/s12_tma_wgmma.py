@@ -8,12 +8,13 @@ Change: vs s11, A and B tiles are loaded through host-built tensor descriptors
 Why:    a 128x256x64 stage is (128+256)*64*2 B = 48 KiB: s11 moves it as 3072 16-byte cp.async
         (12 per thread at 8 warps) plus their address and mask math, TMA as 2 instructions from
         one thread, so the warps issue almost only wgmma; tails cost nothing (TMA zero-fills
-        rows beyond M/N and columns beyond K, no masks in the loop). Same tiles, pipeline depth
-        and grouped order as s11, so the arithmetic intensity (85 FLOP/B for 128x256) is
-        unchanged: the gain is issue slots and registers, not traffic.
-Expect: ~1.0x s11 at 4096^3, ~90-95% of cuBLAS FP16/BF16 (NT) (H100 run 1, fp16 4096^3:
-        650 TFLOP/s = 92% of cuBLAS NT's 704, autotune picked 256x128x64 3 stages; bf16 and
-        8192^3 not measured yet)
+        rows beyond M/N and columns beyond K, no masks in the loop). Same tile area, pipeline depth
+        and grouped order as s11 (its pick 128x256, this stage's 256x128: 85 FLOP/B either
+        way), so the gain is issue slots and registers, not traffic.
+Expect: ~1.0x s11 at 4096^3, ~94-99% of cuBLAS FP16/BF16 (NT) at 4096^3 with 256x128x64 x 4
+        stages (H100, 2 runs through matmul(): fp16 94% / 97%, bf16 95% / 99%, 659-700 TFLOP/s;
+        the previous 3-stage pick 81-95% in the same runs, study run 89% fp16 / 87% bf16); 8192^3: 90-100%
+        (the autotuner's short timing sometimes picks a config ~5% slower there)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (C goes through masked pointer stores)
@@ -41,13 +42,19 @@ def _config(bm, bn, bk, stages, warps):
                          num_stages=stages, num_warps=warps, pre_hook=_set_block_shapes)
 
 
-# Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B.
+# Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B (the
+# epilogue's layout-change buffer reuses the pipeline's shared memory). From an H100 sweep of 10
+# tiles at 5 shapes (scratch/triton_s9), none spills; configs that never beat one below by more
+# than the autotuner's timing noise (~5% on the H100) were left out (256x128 x 3 stages, 128x128
+# with 8 warps). Also tried there: C stored by TMA (two half-width boxes: ~1% faster at 4096^3,
+# within noise, for one more tensor map to encode per call; one whole-tile box: ~20% slower).
 CONFIGS = [
-    _config(128, 256, 64, 3, 8),   # 144 KiB; 2 warpgroups, each a 64x256 wgmma
-    _config(128, 256, 64, 4, 8),   # 192 KiB; one more stage in flight
-    _config(256, 128, 64, 3, 8),   # 144 KiB; tall tile
-    _config(128, 128, 64, 4, 4),   # 128 KiB; one warpgroup, more programs for small problems
-    _config(128, 128, 64, 4, 8),   # 128 KiB; 2 warpgroups of 64x128
+    _config(256, 128, 64, 4, 8),   # 192 KiB; 2 warpgroups of 128x128: won 4096^3, 8192^3 and
+                                   # 2048x11008x4096 in both dtypes (3 stages: 3-7% behind)
+    _config(128, 256, 64, 3, 8),   # 144 KiB; 2 warpgroups of 64x256, for wide problems
+    _config(128, 128, 64, 4, 4),   # 128 KiB; one warpgroup: problems of 16-128 rows
+    _config(128, 64, 64, 4, 4),    # 96 KiB; twice the programs: 1024^3 (fp16 84% of cuBLAS,
+                                   # graph-timed; 128x128 77%)
 ]
 for _c in CONFIGS:
     _bk, _bm, _bn = _c.kwargs["BLOCK_K"], _c.kwargs["BLOCK_M"], _c.kwargs["BLOCK_N"]
