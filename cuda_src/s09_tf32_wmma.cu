@@ -1,22 +1,29 @@
 // s09_tf32_wmma: TF32 tensor cores through WMMA
 //
 // Change: vs s08, the inner product leaves the FP32 pipes: each warp multiplies 16x16x8 TF32
-//         fragments on the tensor cores (nvcuda::wmma, precision::tf32), loaded from padded
-//         shared tiles that a 3-stage cp.async pipeline fills; B is read K-major (layout NT).
-// Why:    H100 FP32 FFMA peaks at ~65 TFLOP/s (measured); TF32 tensor cores run ~6x that
-//         (cuBLAS TF32 364). Feeding them: a 128x128x32 block tile loads (128+128)*32*4 B =
-//         32 KiB per 2*128*128*32 = 1 MFLOP (32 FLOP/B from L2), and a 64x64 warp tile reads
-//         (64+64)*8*4 B = 4 KiB of shared memory per 64x64x8 step = 64 KFLOP (16 FLOP/B), so
-//         at 128 B/clk the shared-memory ceiling is 2048 FLOP/clk/SM, above the ~860 FLOP/clk/SM
-//         (at ~1.6 GHz, 132 SMs) that 182 TFLOP/s (half of cuBLAS) needs. Rows padded by 4
-//         floats (144 B) put the 8 rows a fragment load touches on 8 different bank quads.
-//         NT: with B stored [N][K], both tiles are K-contiguous, so both move as 16 B cp.async
-//         rows, and B fragments load col_major straight from them. What holds it near 30%:
-//         a tf32 m16n8k8 runs as two HMMA.1684 (k = 4 each) in SASS, each k8 step issues
-//         32 LDS.32 + 32 rounding adds per 64 HMMAs, and the barrier at the top of each K tile
-//         idles every warp's tensor pipe at once.
-// Expect: ~2.5x s08 at 4096^3 (~110 TFLOP/s, ~30-35% of cuBLAS TF32 at 4096^3 and 8192^3);
-//         rel. error vs fp64 ~3e-4 (10-bit TF32 mantissas, inputs rounded to nearest)
+//         fragments on the tensor cores (nvcuda::wmma, precision::tf32), fed from padded shared
+//         tiles that a 4-stage cp.async pipeline fills; B is read K-major (layout NT).
+// Why:    H100 FP32 FFMA peaks at ~65 TFLOP/s (measured); the tf32 mma.sync path behind WMMA
+//         peaks at ~317 (measured: independent m16n8k8 chains, 8 or 32 warps/SM), cuBLAS TF32
+//         (wgmma) ~360-400. Feeding the tensor cores is the work: a 64x64 warp tile reads
+//         (64+64)*8*4 B = 4 KiB of shared memory per 64x64x8 step (64 KFLOP, 16 FLOP/B; at
+//         128 B/clk/SM that caps it near 2048 FLOP/clk), and a 128x256x32 block tile loads
+//         (128+256)*32*4 B = 48 KiB per 2 MFLOP (43 FLOP/B from L2, vs 32 for 128x128). Fragments
+//         load with ldmatrix on 32-bit data (one LDSM.x4 per 16x8 fragment instead of 4 LDS.32
+//         through the wmma.load path) and are double-buffered across k8 steps and across K
+//         tiles: the barrier sits before a tile's last k8 step, so the next tile's first
+//         fragments load while the last products run. Operands go to the tensor cores as raw
+//         fp32 bits (it ignores the low 13 mantissa bits: truncation, within the tolerance
+//         policy), which saves one integer add per element. What holds it below 50% is not
+//         profiled. Not the mma rate (the probe reaches ~315 with these same 8 warps/SM), nor
+//         the bank arithmetic alone: per HMMA.1684 (a tf32 m16n8k8 is two of them, k = 4)
+//         the SM moves 0.5 shared wavefronts of ldmatrix + 0.19 of cp.async stores, a ceiling
+//         near 1490 FLOP/clk/SM (~310 TFLOP/s). Likely latency: two warps per scheduler
+//         (64x64 warp tiles need ~250 registers) and one block-wide barrier per K tile.
+// Expect: measured on the H100 (do_bench median, study binding): 151 TFLOP/s at 4096^3 and 153
+//         at 8192^3, 42% / 45% of cuBLAS TF32 NT (364 / 337 in the same run), 1.35x the
+//         previous s09 (110 / 115: wmma.load fragments, explicit rounding, 128x128 tiles);
+//         rel. error vs fp64 ~7.9e-4 (10-bit TF32 mantissas, operands truncated, like cuBLAS)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K a multiple of 4), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
@@ -32,36 +39,28 @@ namespace s09_tf32_wmma {
 
 using namespace nvcuda;
 
-// nvcc 13 lowers the tf32 load_matrix_sync builtin to *generic* loads (LD.E with 64-bit
-// addresses, extra latency and registers) even from __shared__ arrays: unlike f16 it does not
-// infer the state space. These issue the same PTX wmma.load with .shared stated, filling the
-// fragment's registers in the order the builtin would.
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
 static_assert(FragA::num_elements == 4 && FragB::num_elements == 4, "tf32 fragments hold 4 registers");
 
-// Both loaders also round each operand to the nearest TF32 (10-bit mantissa, ties away from
-// zero, like cvt.rna): they add half a TF32 ulp (bit 12) to the raw bits, and the tensor core,
-// which ignores the low 13 bits, completes the rounding by truncation. One integer add instead
-// of cvt.rna's compare/add/select per element; finite values and infinities come out exactly
-// as with cvt.rna (only a NaN whose payload sits in the low 13 bits would read as inf).
-template <class Frag>
-__device__ __forceinline__ void set_rounded(Frag& f, const uint32_t (&r)[4]) {
+// Fragment loads. nvcc lowers the tf32 load_matrix_sync builtin to 4 scalar loads per fragment
+// (generic ones, even from __shared__ arrays). Its register order, read from the SASS of
+// wmma.load.{a.row,b.col}.m16n16k8.shared.tf32 and checked on the H100 against fp64, is with
+// g = lane / 4, t = lane % 4:
+//   A (16 rows x 8 k):  x[0..3] = (row g, k t), (g+8, t), (g, t+4), (g+8, t+4)
+//   B (8 k x 16 cols), stored [n][k]: x[0..3] = (n g, k t), (g, t+4), (g+8, t), (g+8, t+4)
+// ldmatrix.x4 on 32-bit data delivers exactly that: each "8x8 b16" matrix is 8 rows x 4
+// floats (16 B per row), lane l gets row l / 4, float l % 4 of each, and lanes 8q..8q+7 give
+// the row addresses of matrix q. So one LDSM.x4 fills a fragment if matrix q is the q-th
+// 8 x 4 quarter in that order. The 4 registers land in consecutive registers, the pairs
+// HMMA.1684 takes as its A operand, so no moves are needed either.
+__device__ __forceinline__ void ldsm_x4(float (&x)[4], const float* p) {
+  uint32_t r[4];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)));
 #pragma unroll
-  for (int e = 0; e < 4; ++e) f.x[e] = __uint_as_float(r[e] + 0x1000u);
-}
-__device__ __forceinline__ void load_a_shared(FragA& f, const float* p, int ldm) {
-  uint32_t r[4];
-  asm volatile("wmma.load.a.sync.aligned.row.m16n16k8.shared.tf32 {%0,%1,%2,%3}, [%4], %5;\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)), "r"(ldm));
-  set_rounded(f, r);
-}
-__device__ __forceinline__ void load_b_shared(FragB& f, const float* p, int ldm) {
-  uint32_t r[4];
-  asm volatile("wmma.load.b.sync.aligned.col.m16n16k8.shared.tf32 {%0,%1,%2,%3}, [%4], %5;\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)), "r"(ldm));
-  set_rounded(f, r);
+  for (int e = 0; e < 4; ++e) x[e] = __uint_as_float(r[e]);
 }
 
 // Tile configuration. The default is the one launch() uses; other instantiations exist only so
@@ -75,8 +74,10 @@ struct Config {
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
   static constexpr int FM = WM / 16, FN = WN / 16;                 // 16x16 accumulators per warp
+  static constexpr int KSTEPS = BK / 8;                            // k8 steps per K tile
   static constexpr int LDS = BK + 4;                               // padded shared row (floats)
   static constexpr int CPR = BK / 4;                               // 16-byte chunks per tile row
+  static constexpr int ROWSTEP = THREADS / CPR;                    // rows one pass of copies covers
   static constexpr int STAGE_FLOATS = (BM + BN) * LDS;             // As [BM][LDS] + Bs [BN][LDS]
   static constexpr int PIPE_BYTES = STAGES * STAGE_FLOATS * 4;
   static constexpr int EPI_BYTES = WARPS_M * WARPS_N * 16 * (WN + 4) * 4;  // per-warp slabs
@@ -84,58 +85,66 @@ struct Config {
 
   static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0,
                 "each warp tile must be whole 16x16 WMMA fragments");
-  static_assert(BK % 8 == 0, "the K step must be whole 16x16x8 TF32 fragments");
-  static_assert(LDS % 4 == 0, "WMMA leading dimensions must be multiples of 16 bytes");
-  static_assert((BM * CPR) % THREADS == 0 && (BN * CPR) % THREADS == 0,
+  static_assert(BK % 16 == 0, "a K tile must be an even number of 8-deep steps (2 fragment buffers)");
+  static_assert(LDS % 32 == 4, "rows 4 banks apart: the 8 rows of an ldmatrix quarter hit 8 bank quads");
+  static_assert(THREADS % CPR == 0 && BM % ROWSTEP == 0 && BN % ROWSTEP == 0,
                 "every thread must issue the same number of 16-byte copies per tile");
-  static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+  static_assert(STAGES >= 3, "copies into tile kt-1's slot overlap the wait for tile kt+1");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is at most 227 KiB on H100");
 };
 
-// 128x128x32, 4 warps of 64x64, 3 stages: 3 * 256 * 36 * 4 B = 108 KiB, so two blocks fit per SM
-// (8 warps); 16 accumulator fragments = 128 fp32 registers per thread.
-using Default = Config<128, 128, 32, 2, 2, 3, 8>;
+// 128x256x32, 8 warps of 64x64 (2 x 4), 4 stages: 4 * 384 * 36 * 4 B = 216 KiB, one block per
+// SM; 16 accumulator fragments = 128 fp32 registers per thread, 2 x 32 for fragments. Fastest
+// measured (scratch/s09): 256x128 and 128x128 (2 blocks/SM) tiles 3-10% slower, 64x32 warp tiles
+// (16 warps/SM) slower still, 3 stages about equal.
+using Default = Config<128, 256, 32, 2, 4, 4, 16>;
 
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::THREADS) kernel(const gemm::Problem<float> p) {
+__global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<float> p) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, LDS = Cfg::LDS, CPR = Cfg::CPR;
-  constexpr int FM = Cfg::FM, FN = Cfg::FN, STAGES = Cfg::STAGES, THREADS = Cfg::THREADS;
-  extern __shared__ float4 smem4[];  // float4: 16-byte alignment for cp.async and WMMA
+  constexpr int FM = Cfg::FM, FN = Cfg::FN, STAGES = Cfg::STAGES, KSTEPS = Cfg::KSTEPS;
+  constexpr int ROWSTEP = Cfg::ROWSTEP;
+  extern __shared__ float4 smem4[];  // float4: 16-byte alignment for cp.async and ldmatrix
   float* smem = reinterpret_cast<float*>(smem4);
 
-  // --- tile assignment: grouped order of 128x128 C tiles; warp (wm, wn) owns a 64x64 piece --
+  // --- tile assignment: grouped order of 128x256 C tiles; warp (wm, wn) owns a 64x64 piece --
   const int tiles_m = gemm::cdiv(p.M, BM), tiles_n = gemm::cdiv(p.N, BN);
   const gemm::TileCoord tile = gemm::grouped_tile(blockIdx.x, tiles_m, tiles_n, Cfg::GROUP_M);
   const int m0 = tile.m * BM, n0 = tile.n * BN;
-  const int warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / Cfg::WARPS_N, wn = warp % Cfg::WARPS_N;
 
   // --- operand staging: K-tile kt -> stage s. As: [BM][LDS] rows of A, Bs: [BN][LDS] rows of
-  // the [N][K] B; both K-contiguous, copied as 16-byte chunks (4 floats). Chunks past M, N or
-  // K are zero-filled (src size 0..16 bytes), so the tensor cores see exact zeros in the tails.
+  // the [N][K] B; both K-contiguous, copied as 16-byte chunks (4 floats): thread -> chunk
+  // column c4 of rows r0, r0 + ROWSTEP, ... (a warp covers 4 full 128 B rows). One running
+  // source offset per operand, so the copies do not pin a 64-bit address per chunk in
+  // registers. Chunks past M, N or K are zero-filled (src size 0..16 bytes), so the tensor
+  // cores see exact zeros in the tails.
+  const int c4 = (threadIdx.x % CPR) * 4, r0 = threadIdx.x / CPR;
+  const int a_rows = p.M - m0 - r0, b_rows = p.N - n0 - r0;  // copy i is in range if i*ROWSTEP < rows
+  const int a_step = ROWSTEP * p.lda, b_step = ROWSTEP * p.ldb;
+  const float* gA = p.A + (m0 + r0) * p.lda + c4;
+  const float* gB = p.B + (n0 + r0) * p.ldb + c4;
   auto load_stage = [&](int s, int kt) {
-    float* As = smem + s * Cfg::STAGE_FLOATS;
+    float* As = smem + s * Cfg::STAGE_FLOATS + r0 * LDS + c4;
     float* Bs = As + BM * LDS;
     const int k0 = kt * BK;
+    const int kbytes = max(0, min(16, 4 * (p.K - k0 - c4)));
 #pragma unroll
-    for (int i = 0; i < BM * CPR / THREADS; ++i) {
-      const int id = threadIdx.x + i * THREADS;
-      const int r = id / CPR, k = k0 + (id % CPR) * 4;  // a warp covers 4 full 128 B rows
-      const int bytes = m0 + r < p.M ? max(0, min(16, 4 * (p.K - k))) : 0;
-      gemm::cp_async_16(As + r * LDS + k - k0, bytes ? p.A + (m0 + r) * p.lda + k : p.A, bytes);
+    for (int i = 0; i < BM / ROWSTEP; ++i) {
+      const int bytes = i * ROWSTEP < a_rows ? kbytes : 0;
+      gemm::cp_async_16(As + i * ROWSTEP * LDS, bytes ? gA + i * a_step + k0 : p.A, bytes);
     }
 #pragma unroll
-    for (int i = 0; i < BN * CPR / THREADS; ++i) {
-      const int id = threadIdx.x + i * THREADS;
-      const int r = id / CPR, k = k0 + (id % CPR) * 4;
-      const int bytes = n0 + r < p.N ? max(0, min(16, 4 * (p.K - k))) : 0;
-      gemm::cp_async_16(Bs + r * LDS + k - k0, bytes ? p.B + (n0 + r) * p.ldb + k : p.B, bytes);
+    for (int i = 0; i < BN / ROWSTEP; ++i) {
+      const int bytes = i * ROWSTEP < b_rows ? kbytes : 0;
+      gemm::cp_async_16(Bs + i * ROWSTEP * LDS, bytes ? gB + i * b_step + k0 : p.B, bytes);
     }
   };
 
   const int KT = gemm::cdiv(p.K, BK);
   // Prologue: STAGES-1 tiles in flight before the first multiply. One commit per stage, even
-  // when empty, so wait<STAGES-2> below always means "tile kt has landed".
+  // when empty, so wait<STAGES-2> below always means "the next tile has landed".
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) load_stage(s, s);
@@ -148,35 +157,54 @@ __global__ void __launch_bounds__(Cfg::THREADS) kernel(const gemm::Problem<float
 #pragma unroll
     for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.f);
 
-  // --- loop over K: wait for tile kt, refill the slot freed last iteration, multiply ---------
-  int read_s = 0, write_s = STAGES - 1;
-  for (int kt = 0; kt < KT; ++kt) {
-    gemm::cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
-    __syncthreads();                    // ... and everyone's; all warps also left tile kt-1
-    if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
-    gemm::cp_async_commit();
-    write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
+  // ldmatrix row addresses of this lane (matrix q = lane / 8, row lane % 8 of it), in the
+  // fragment orders above. A quarters: (rows 0-7 | 8-15) x (k 0-3 | 4-7), rows first;
+  // B quarters: k first. 8 rows 144 B apart start on 8 different bank quads: conflict-free.
+  const int q = lane / 8, r8 = lane % 8;
+  const int a_off = (wm * Cfg::WM + r8 + 8 * (q & 1)) * LDS + 4 * (q >> 1);
+  const int b_off = BM * LDS + (wn * Cfg::WN + r8 + 8 * (q >> 1)) * LDS + 4 * (q & 1);
+  FragA a[2][FM];  // two fragment buffers: step ks multiplies buffer ks % 2 ...
+  FragB b[2][FN];  // ... while step ks + 1's fragments load into the other
+  auto load_frags = [&](int buf, const float* st, int kk) {
+#pragma unroll
+    for (int i = 0; i < FM; ++i) ldsm_x4(a[buf][i].x, st + a_off + i * 16 * LDS + kk);
+#pragma unroll
+    for (int j = 0; j < FN; ++j) ldsm_x4(b[buf][j].x, st + b_off + j * 16 * LDS + kk);
+  };
 
-    const float* As = smem + read_s * Cfg::STAGE_FLOATS + wm * Cfg::WM * LDS;
-    const float* Bs = smem + read_s * Cfg::STAGE_FLOATS + BM * LDS + wn * Cfg::WN * LDS;
-    read_s = read_s + 1 == STAGES ? 0 : read_s + 1;
+  // --- loop over K: per k8 step, load the next step's fragments, then 32 products ----------
+  gemm::cp_async_wait<STAGES - 2>();  // tile 0 has landed (this thread's copies) ...
+  __syncthreads();                    // ... and everyone's
+  int read_s = 0, write_s = STAGES - 1;
+  const float* cur = smem;            // stage being multiplied
+  load_frags(0, cur, 0);
+  for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 8) {
-      // A fragment: 16 rows x 8 k, row-major in As. B fragment: 8 k x 16 columns; Bs holds B
-      // as [n][k], which is exactly WMMA's col_major view of the (k, n) fragment.
-      FragA a[FM];
-      FragB b[FN];
-#pragma unroll
-      for (int i = 0; i < FM; ++i)
-        load_a_shared(a[i], As + i * 16 * LDS + kk, LDS);
-#pragma unroll
-      for (int j = 0; j < FN; ++j)
-        load_b_shared(b[j], Bs + j * 16 * LDS + kk, LDS);
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+      if (ks == KSTEPS - 1) {
+        // Before the last step's products: tile kt+1 must have landed for the prefetch below.
+        // The barrier also certifies that every warp has finished reading tile kt (its last
+        // read was the prefetch at step KSTEPS-2), whose slot step 0 of tile kt+1 refills.
+        gemm::cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_s = read_s + 1 == STAGES ? 0 : read_s + 1;
+      }
+      const float* nxt = smem + read_s * Cfg::STAGE_FLOATS;
+      // Fragments of step ks+1: this tile's, or at the last step the next tile's first.
+      if (ks < KSTEPS - 1 || kt + 1 < KT)
+        load_frags((ks + 1) % 2, ks == KSTEPS - 1 ? nxt : cur, ((ks + 1) % KSTEPS) * 8);
+      if (ks == 0) {
+        // Refill the slot of tile kt-1 (free since the previous tile's last-step barrier).
+        if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
+        gemm::cp_async_commit();
+        write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
+      }
       // FM*FN = 16 fragment products per 8 loaded fragments: each A fragment is reused FN times.
 #pragma unroll
       for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[ks % 2][i], b[ks % 2][j], acc[i][j]);
+      if (ks == KSTEPS - 1) cur = nxt;
     }
   }
 
