@@ -109,9 +109,11 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
 
 
 def vector_width(a, b, c):
-    """4 when every hint in the kernel holds (16-byte aligned rows, K and N multiples of 4), else 1."""
+    """Elements per 16 bytes (4 fp32, 8 fp16/bf16) when every hint in the kernel holds: 16-byte
+    aligned a, b, c and leading dimensions, K and N multiples of that width; else 1."""
+    vec = 16 // a.element_size()
     K, N = a.shape[1], b.shape[1]
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
-    mult4 = all(x % 4 == 0 for x in (a.stride(0), b.stride(0), c.stride(0), K, N))
-    return 4 if aligned and mult4 else 1
+    whole = all(x % vec == 0 for x in (a.stride(0), b.stride(0), c.stride(0), K, N))
+    return vec if aligned and whole else 1
 

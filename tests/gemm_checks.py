@@ -19,8 +19,10 @@ from study import tolerance
 from study.kernels import DTYPES
 
 # --- shapes --------------------------------------------------------------------------------
-# Interpreter (CPU): ~4 ms per program per K step, so tiny and ragged only.
-INTERP_SHAPES = [(1, 1, 1), (1, 19, 23), (17, 1, 23), (17, 19, 1), (17, 19, 23), (33, 47, 65)]
+# Interpreter (CPU): ~4 ms per program per K step, so tiny and ragged only; 17x24x40 has N and K
+# multiples of 8 (16-byte rows for fp16/bf16, 4 floats for fp32), so the wrappers take their
+# vector-hinted path (VEC > 1) with a ragged M.
+INTERP_SHAPES = [(1, 1, 1), (1, 19, 23), (17, 1, 23), (17, 19, 1), (17, 19, 23), (17, 24, 40), (33, 47, 65)]
 # GPU: degenerate dims, K below any K tile, primes, exact tile multiples, ragged, large K.
 GPU_SHAPES = [(1, 1, 1), (1, 131, 257), (127, 1, 257), (127, 131, 1), (67, 45, 3), (67, 45, 7),
               (127, 131, 257), (128, 128, 128), (256, 256, 256), (1000, 1000, 1000)]

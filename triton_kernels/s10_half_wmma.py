@@ -8,14 +8,17 @@ Why:    half the bytes per operand and the full-rate tensor-core path: H100 dens
         (128+128)*32*2 B = 16 KiB per K step for 2*128*128*32 = 1 MFLOP: 64 FLOP/B, below the
         H100 DRAM ridge (~266 FLOP/B for BF16), so it runs near peak only while most tile loads
         hit L2; row-major program order gives no help there (s11 adds grouping).
-Expect: ~65-70% of cuBLAS FP16 at 4096^3 (H100 run 1, fp16 4096^3: 510 TFLOP/s = 67% of
-        cuBLAS's 755; bf16 and 8192^3 not measured yet)
+Expect: ~70% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (H100 study run: fp16 526 / 518 TFLOP/s,
+        bf16 539 / 536); with 16-byte rows (VEC hint) ragged sizes such as 1000^3 keep 16-byte
+        copies instead of 2-byte loads
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s10_half_wmma.cu
 """
 import triton
 import triton.language as tl
+
+from study.tritonlib import vector_width
 
 # One configuration, chosen by rule of thumb for Hopper (not tuned: that is s11's job).
 BLOCK_M = 128    # rows of C per program: two 64-row wgmma tiles for one warpgroup
@@ -33,34 +36,48 @@ assert BLOCK_N % 8 == 0 and BLOCK_N <= 256, "BLOCK_N must be a multiple of 8, at
 @triton.jit
 def s10_half_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         BETA_ZERO: tl.constexpr):
+                         VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+    tl.static_assert(VEC == 1 or VEC == 8, "VEC is 8 (16-byte aligned rows, K and N) or 1")
     # --- tile assignment: program (pid_m, pid_n) in row-major order -------------------------
     pid_m = tl.program_id(0)   # axis 0 holds up to 2^31-1 programs: any M
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # [BLOCK_M]
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # [BLOCK_N]
-    offs_k = tl.arange(0, BLOCK_K)                     # [BLOCK_K]
-    mask_m = offs_m < M
-    mask_n = offs_n < N
+    offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
+    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
 
     # --- operand staging: pointer tiles, A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] ------
     # Rows beyond M / columns beyond N are masked to 0: they only feed C elements that are
-    # never stored, so the dot itself needs no per-element test.
-    a_ptrs = a_ptr + offs_m[:, None] * lda + offs_k[None, :]
-    b_ptrs = b_ptr + offs_k[:, None] * ldb + offs_n[None, :]
+    # never stored, so the dot itself needs no per-element test. Triton proves 16-byte copies
+    # only for arguments divisible by 16; VEC = 8 passes on what the wrapper checked (row
+    # starts, K and N multiples of 8 halves), else lda = 1000 would load 2 bytes at a time.
+    a_rows = offs_m * lda                     # [BM] row starts of A
+    b_rows = offs_k * ldb                     # [BK] row starts of B
+    c_rows = offs_m * ldc                     # [BM] row starts of C
+    k_lim = tl.full((BLOCK_K,), K, tl.int32)  # [BK], all == K
+    n_lim = tl.full((BLOCK_N,), N, tl.int32)  # [BN], all == N
+    if VEC > 1:  # no hint at all for VEC == 1: a hint of 1 would erase Triton's own inference
+        a_rows = tl.multiple_of(a_rows, VEC)
+        b_rows = tl.multiple_of(b_rows, VEC)
+        c_rows = tl.multiple_of(c_rows, VEC)
+        k_lim = tl.multiple_of(k_lim, VEC)
+        n_lim = tl.multiple_of(n_lim, VEC)
+    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]
+    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]
+    mask_m = offs_m < M
+    mask_n = offs_n < n_lim
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)   # fp32 accumulator in registers
 
     # --- loop over K: fp16/bf16 tiles into tl.dot, fp32 accumulate -------------------------
     for k0 in range(0, K, BLOCK_K):
-        k_left = K - k0                                   # the last step may be partial
-        a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0)
+        in_k = (k0 + offs_k) < k_lim                      # the last step may be partial
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & in_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n[None, :], other=0.0)
         acc = tl.dot(a, b, acc)                           # 16-bit inputs: tensor-core MMA
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * ldb
 
     # --- epilogue: alpha/beta in fp32, one rounding to the output dtype --------------------
-    c_ptrs = c_ptr + offs_m[:, None] * ldc + offs_n[None, :]
+    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
     mask_c = mask_m[:, None] & mask_n[None, :]
     out = alpha * acc
     if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
@@ -75,7 +92,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
     s10_half_wmma_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
                                float(alpha), float(beta),
-                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, VEC=vector_width(a, b, c),
                                BETA_ZERO=(beta == 0), num_warps=NUM_WARPS, num_stages=NUM_STAGES)
     return c
 

@@ -22,7 +22,7 @@ Pair:   cuda_src/s11_mma_pipeline.cu
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile
+from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile, vector_width
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
@@ -59,36 +59,51 @@ for _c in CONFIGS:
 @triton.jit
 def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            GROUP_M: tl.constexpr, BETA_ZERO: tl.constexpr):
+                            GROUP_M: tl.constexpr, VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+    tl.static_assert(VEC == 1 or VEC == 8, "VEC is 8 (16-byte aligned rows, K and N) or 1")
     # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows --------------------
     # Consecutive programs (running at the same time) cover a GROUP_M x many block of C:
     # they share A strips within the group and B strips across it, both held in L2.
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # [BLOCK_M]
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)   # [BLOCK_N]
-    offs_k = tl.arange(0, BLOCK_K)                     # [BLOCK_K]
-    mask_m = offs_m < M
-    mask_n = offs_n < N
+    offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
+    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
 
     # --- operand staging: pointer tiles; num_stages buffers of each in smem (cp.async) -----
     # The compiler turns these loads into a num_stages-deep ring of async copies: while the
-    # tensor cores consume stage s, stages s+1 .. s+num_stages-1 are in flight.
-    a_ptrs = a_ptr + offs_m[:, None] * lda + offs_k[None, :]   # A tile [BLOCK_M, BLOCK_K]
-    b_ptrs = b_ptr + offs_k[:, None] * ldb + offs_n[None, :]   # B tile [BLOCK_K, BLOCK_N]
+    # tensor cores consume stage s, stages s+1 .. s+num_stages-1 are in flight. Triton proves
+    # 16-byte copies only for arguments divisible by 16; at lda = 1000 (divisible by 8) it would
+    # fall back to 2-byte copies (23% of cuBLAS at 1000^3). VEC = 8 says what the wrapper
+    # checked: row starts and the K, N limits are multiples of 8 halves (16 bytes).
+    a_rows = offs_m * lda                     # [BM] row starts of A
+    b_rows = offs_k * ldb                     # [BK] row starts of B
+    c_rows = offs_m * ldc                     # [BM] row starts of C
+    k_lim = tl.full((BLOCK_K,), K, tl.int32)  # [BK], all == K
+    n_lim = tl.full((BLOCK_N,), N, tl.int32)  # [BN], all == N
+    if VEC > 1:  # no hint at all for VEC == 1: a hint of 1 would erase Triton's own inference
+        a_rows = tl.multiple_of(a_rows, VEC)
+        b_rows = tl.multiple_of(b_rows, VEC)
+        c_rows = tl.multiple_of(c_rows, VEC)
+        k_lim = tl.multiple_of(k_lim, VEC)
+        n_lim = tl.multiple_of(n_lim, VEC)
+    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]   # A tile [BLOCK_M, BLOCK_K]
+    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]   # B tile [BLOCK_K, BLOCK_N]
+    mask_m = offs_m < M
+    mask_n = offs_n < n_lim
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
     # --- loop over K: pipelined loads, fp16/bf16 tl.dot, fp32 accumulate ------------------
     for k0 in range(0, K, BLOCK_K):
-        k_left = K - k0                                   # the last step may be partial
-        a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0)
+        in_k = (k0 + offs_k) < k_lim                      # the last step may be partial
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & in_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n[None, :], other=0.0)
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * ldb
 
     # --- epilogue: alpha/beta in fp32, one rounding to the output dtype --------------------
-    c_ptrs = c_ptr + offs_m[:, None] * ldc + offs_n[None, :]
+    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
     mask_c = mask_m[:, None] & mask_n[None, :]
     out = alpha * acc
     if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
@@ -105,5 +120,5 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     s11_mma_pipeline_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                                  float(alpha), float(beta), BETA_ZERO=(beta == 0))
+                                  float(alpha), float(beta), VEC=vector_width(a, b, c), BETA_ZERO=(beta == 0))
     return c
