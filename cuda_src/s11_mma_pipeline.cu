@@ -30,7 +30,8 @@
 //         wgmma peak (cuBLAS reaches 630-740). rel. error as s10, set by the output rounding
 //         (2.1e-4 fp16, 1.7e-3 bf16 at 4095x4096x4088)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
-//         contiguous tensors: K and N multiples of 8), else ValueError; any M, N, K >= 1 otherwise
+//         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
+//         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s11_mma_pipeline.py
 #include <cstdint>
@@ -374,8 +375,25 @@ cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-const char* unsupported(const gemm::Problem<__half>& p) { return gemm::unsupported_16byte_rows(p); }
-const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return gemm::unsupported_16byte_rows(p); }
+// The 144 KiB tile ring fits the sm_80 and sm_90 classes (163 / 227 KiB per block) but not
+// sm_86/sm_89 (99 KiB): there the stage refuses with a message instead of failing to launch.
+inline const char* unsupported_shared_memory() {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return nullptr;  // no answer: launch() reports the CUDA error itself
+  if (optin >= Default::SMEM_BYTES) return nullptr;
+  return "this GPU gives a block less shared memory than s11's 128x256x64 3-stage tiles need "
+         "(144 KiB; sm_80 and sm_90 class GPUs have it, sm_86/sm_89 do not)";
+}
+
+template <typename T>
+const char* unsupported_any(const gemm::Problem<T>& p) {
+  const char* why = gemm::unsupported_16byte_rows(p);
+  return why ? why : unsupported_shared_memory();
+}
+const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_any(p); }
+const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_any(p); }
 
 cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t stream) {
   return launch_cfg<__half, Default>(p, stream);
