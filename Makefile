@@ -36,7 +36,7 @@ test-gpu: $(ENV_STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q -m gpu
 
 # The study: measures every kernel on the local GPU and writes reports/ (QUICK=1: 3 shapes,
-# fewer repeats, no ncu, written to reports/quick/ so the full tables stay as they are).
+# fp32/tf32/fp16, fewer repeats, no ncu, written to reports/quick/ so the full tables stay).
 # Without a GPU it redraws reports/ from reports/data/.
 reports: $(ENV_STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m study reports $(if $(QUICK),--quick,)

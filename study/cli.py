@@ -3,8 +3,9 @@
     python -m study reports [--quick] [--families cuda triton cublas] [--stages s01 s09]
                             [--precisions fp32 tf32] [--shapes squares 1000x4096x4096] [--no-ncu]
                             [--redraw] [--out DIR]
-    (--quick writes to reports/quick/ unless --out says otherwise, so that a quick look never
-    replaces the full study's tables; it skips Nsight Compute unless --ncu is given)
+    (--quick: 3 shapes, fp32/tf32/fp16 unless --precisions says otherwise, no Nsight Compute
+    unless --ncu; written to reports/quick/ unless --out says otherwise, so that a quick look
+    never replaces the full study's tables)
     python -m study bench cuda s04 [--shape 4096x4096x4096] [--precision fp32]
     python -m study stages
     python -m study build
@@ -74,7 +75,8 @@ def measure(args) -> int:
     gpu = device.gpu_name()
     settings = bench.Settings.quick() if args.quick else bench.Settings()
     shapes = bench.parse_shapes(args.shapes) if args.shapes else bench.default_shapes(args.quick)
-    groups = bench.plan(args.precisions or PRECISIONS, args.families, args.stages)
+    default_precisions = bench.QUICK_PRECISIONS if args.quick else PRECISIONS
+    groups = bench.plan(args.precisions or default_precisions, args.families, args.stages)
     filtered = bool(args.families or args.stages or args.precisions or args.shapes)
     env = environment.collect()
     env["mode"] = "quick" if args.quick else "full"
@@ -310,7 +312,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reports", help="measure everything on this GPU and write reports/ (no GPU: redraw)")
     r.add_argument("--quick", action="store_true",
-                   help="3 shapes, fewer repeats, no ncu, written to reports/quick/ (< 2 min on an H100)")
+                   help="3 shapes, fp32/tf32/fp16 (every stage once), fewer repeats, no ncu, written to "
+                        "reports/quick/ (< 2 min on an H100)")
     r.add_argument("--families", nargs="+", choices=["cuda", "triton", "cublas"])
     r.add_argument("--stages", nargs="+", help="stage names (s04, vectorized, s04_vectorized)")
     r.add_argument("--precisions", nargs="+", choices=list(PRECISIONS))

@@ -31,6 +31,8 @@ TOKENS = (16, 128, 2048)                                       # M of a transfor
 WEIGHTS = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096))  # (N, K) of nn.Linear
 QUICK_SQUARES = (1024, 4096)                  # --quick: the headline size, a mid size and
 QUICK_LAYERS = ((16, 4096, 4096),)            # one decode-like layer (CUDA-graph timed)
+# --quick leaves out bf16: it runs the same stages as fp16 (s10-s13), so every stage still shows.
+QUICK_PRECISIONS = ("fp32", "tf32", "fp16")
 ROUND_HEAD_START_CYCLES = 4_000_000  # ~2 ms GPU spin before each round of timed repeats
 
 

@@ -154,7 +154,7 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     assert cli.main(["reports", "--quick", "--out", str(tmp_path)]) == 0
     assert ncu_calls == []  # --quick skips Nsight Compute unless --ncu
     data = report.load(tmp_path / "data" / "FAKE_GPU")
-    n_entries = sum(len(v) for v in bench.plan().values())
+    n_entries = sum(len(v) for v in bench.plan(bench.QUICK_PRECISIONS).values())
     assert len(data.results) == n_entries * len(bench.default_shapes(quick=True))
     assert (tmp_path / "README.md").exists()
     assert cli.main(["reports", "--quick", "--precisions", "fp32", "--stages", "s01", "--out", str(tmp_path)]) == 0
