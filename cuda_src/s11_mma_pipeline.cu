@@ -1,33 +1,40 @@
-// s11_mma_pipeline: mma.sync + ldmatrix on XOR-swizzled tiles, register epilogue
+// s11_mma_pipeline: mma.sync + ldmatrix on XOR-swizzled tiles, shared-memory-staged epilogue
 //
 // Change: vs s10, WMMA gives way to the PTX it hides: ldmatrix (LDSM) loads fragments whose
 //         register layout is now known, mma.sync.m16n8k16 multiplies them, and the epilogue
-//         stores accumulators straight from registers. Known layouts allow unpadded tiles
-//         with an XOR swizzle (chunk ^= row bits) instead of s10's padding, and fragments
-//         double-buffered across k16 steps. 128x256x64 block tile, 8 warps of 64x64, 3-stage
-//         cp.async pipeline, one barrier per 64-wide K tile placed before its last k16 step.
+//         rounds accumulators into a swizzled shared tile and writes C as 16-byte row chunks.
+//         Known layouts allow unpadded tiles with an XOR swizzle (chunk ^= row bits) instead
+//         of s10's padding, and fragments double-buffered across k16 steps. 128x256x64 block
+//         tile, 8 warps of 64x64, 3-stage cp.async pipeline, one barrier per 64-wide K tile
+//         placed before its last k16 step.
 // Why:    Per k16 step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T for B
-//         (two k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's
-//         MMAs. Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical
-//         chunk; storing chunk c of row r at c ^ (r % 8) spreads them over the 8 bank groups
-//         of a 128 B line. Budget: 128 accumulators + 64 fragment registers per thread, and
-//         256 threads x 255 registers is the whole register file, so 64x64 warps and 8 of
-//         them per SM are the limit (96x64 warps fit only single-buffered: 5-20% slower).
-//         The real ceiling is shared memory: per SM and k16 step, 8 x 4 KiB of LDSM plus
-//         12 KiB of cp.async writes per 1 MFLOP, i.e. ~130 B/clk at the mma.sync rate below
-//         (~3000 FLOP/clk/SM at ~1.6 GHz) against 128 B/clk; at this stage's rate ~85 B/clk.
-//         What paid on H100 (A/B vs the earlier 128x128x32 version, 337-352 TFLOP/s, in the
-//         same runs): a copy plan fixed outside the K loop (offsets, M/N bytes; only a tile
-//         crossing K computes byte counts; ~8 instead of ~22 SASS instructions per 16-byte
-//         copy) +15%; 8 warps x 64x64 and BK 64 (fewer barriers and copy instructions per
-//         MMA) +3-8%; fragment double-buffering is what makes the big tile pay (single-
-//         buffered 128x256: 300-341). 4 vs 3 stages, GROUP_M 4/8/16: within the ~5%
-//         run-to-run noise under the 700 W power cap.
-// Expect: fp16 ~400-425 TFLOP/s at 4096^3 (57% of cuBLAS, 695-743 there) and ~395-410 at
-//         8192^3 (61-64%); bf16 ~405-410 (56-57%) and ~410-430 (58-68%); 1.2x the 128x128x32
-//         version. mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16
-//         615-650, bf16 640-655 TFLOP/s, so ~65% of it, and ~42% of H100's 989 TFLOP/s
-//         wgmma peak (cuBLAS reaches 630-740). rel. error as s10, set by the output rounding
+//         (two k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's MMAs.
+//         Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical chunk;
+//         storing chunk c of row r at c ^ (r % 8) spreads them over the 8 bank groups of a 128 B
+//         line (ncu: 0 shared-memory bank conflicts, loads and stores). Budget: 128 accumulators
+//         + 64 fragment registers per thread, and 256 threads x 255 registers is the whole
+//         register file, so 64x64 warps and 8 of them per SM are the limit (96x64 warps fit only
+//         single-buffered: 5-20% slower). Shared memory: per SM and k16 step 8 x 4 KiB of LDSM
+//         plus 12 KiB of cp.async writes per 1 MFLOP, ~85 B/clk of the 128 at this rate (ncu:
+//         LSU wavefronts 51%, not the limit). What binds (ncu, 4096^3 fp16, one launch, clocks
+//         locked at 1.42 GHz): the HMMA pipe is active 73% of elapsed cycles with 2 warps per
+//         scheduler; stalls per issued instruction are mostly fixed-latency waits (2.8) and
+//         math-pipe throttle (1.7), barrier 0.09, long scoreboard 0.19. Epilogue: one block per
+//         SM, so its stores are not hidden behind another block's MMAs; 32-bit register stores
+//         fill half a 32 B sector each, the staged 16-byte stores write 4 whole 128 B rows per
+//         instruction (+4-6% at 4096^3, -4 to +5% at 8192^3, in two runs; same rounding; a
+//         nonzero beta and edge tiles keep the register path). What paid on H100 earlier (vs
+//         128x128x32, 337-352 TFLOP/s): the copy plan fixed outside the K loop (~8 instead of
+//         ~22 SASS instructions per 16-byte copy) +15%; 8 warps x 64x64 and BK 64 +3-8%;
+//         fragment double-buffering (single-buffered 128x256: 300-341). Within the ~5%
+//         run-to-run noise under the 700 W power cap: 4 vs 3 stages, GROUP_M 8 vs 16, spreading
+//         a tile's 12 copies over two k16 steps (0 to -4%).
+// Expect: fp16 ~420 TFLOP/s at 4096^3 (60% of cuBLAS, 695-700 there) and ~405-425 at
+//         8192^3 (62-65%); bf16 ~440 (61%) and ~433-440 (65-66%); register-epilogue
+//         version in the same runs: fp16 400-405 / 413-421, bf16 414-417 / 418-421.
+//         mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16
+//         615-650, bf16 640-655 TFLOP/s, so ~67% of it, and ~43% of H100's 989 TFLOP/s
+//         wgmma peak (cuBLAS reaches 630-770). rel. error as s10, set by the output rounding
 //         (2.1e-4 fp16, 1.7e-3 bf16 at 4095x4096x4088)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
@@ -114,7 +121,7 @@ __device__ __forceinline__ int swizzle(int r, int c) {
 // Tile configuration. The default is the one launch() uses; other instantiations exist only so
 // a tuning script can compare shapes without editing this file.
 template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_, int MIN_BLOCKS_,
-          int FRAG_BUFS_ = 2>
+          int FRAG_BUFS_ = 2, bool SMEM_EPI_ = false>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;               // block tile of C / K step
   static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;     // warp grid in the block
@@ -122,6 +129,7 @@ struct Config {
   static constexpr int GROUP_M = GROUP_M_;                         // tile rows per L2 group
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_;                   // resident blocks per SM asked for
   static constexpr int FRAG_BUFS = FRAG_BUFS_;                     // ldmatrix fragment buffers
+  static constexpr bool SMEM_EPI = SMEM_EPI_;                      // stage C through shared memory
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
   static constexpr int MT = WM / 16, NT = WN / 8;                  // m16n8 accumulators per warp
@@ -146,6 +154,8 @@ struct Config {
                 "a thread's copies must be a multiple of 8 rows apart (one swizzle term for all)");
   static_assert(STAGES >= 3, "wait_group<STAGES-2> with the refill after the barrier needs 3+ stages");
   static_assert(SMEM_BYTES * MIN_BLOCKS <= 227 * 1024, "shared memory per SM is at most 227 KiB on H100");
+  static_assert(!SMEM_EPI || (WN == 64 && BM * BN * 2 <= SMEM_BYTES),
+                "the staged epilogue swizzles 8-chunk (64-column) warp rows and puts all warp tiles in the ring");
 };
 
 // 128x256x64, 8 warps (2 x 4) of 64x64, 3 stages of 48 KiB = 144 KiB, one block of 256 threads
@@ -153,12 +163,14 @@ struct Config {
 // x 255 registers is the whole 64 Ki register file, so 64x64 is the largest warp tile and
 // 8 warps of it the largest block. 144 KiB needs sm_80/sm_90-class shared memory (sm_86 and
 // sm_89 allow 99 KiB per block; there Config<128, 128, 32, 2, 2, 4, 8, 2>, 64 KiB and two
-// blocks per SM, ~5% slower on H100, would be the one to launch).
-using Default = Config<128, 256, 64, 2, 4, 3, 8, 1>;
+// blocks per SM, ~5% slower on H100, would be the one to launch). The staged epilogue reuses
+// 64 KiB of the ring (8 KiB per warp) after the K loop. GROUP_M 16: at 8192^3 a wave of 132
+// blocks spans 16 A and ~9 B strips instead of 8 and 17 (68 vs 84 MiB; measured 0-3%, noise).
+using Default = Config<128, 256, 64, 2, 4, 3, 16, 1, 2, true>;
 
 template <typename T, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
-kernel(const gemm::Problem<T> p, bool pair_store) {
+kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, STAGES = Cfg::STAGES;
   constexpr int MT = Cfg::MT, NT = Cfg::NT, KS = Cfg::KS, THREADS = Cfg::THREADS;
   constexpr int A_CPR = Cfg::A_CPR, B_CPR = Cfg::B_CPR;
@@ -331,6 +343,46 @@ kernel(const gemm::Problem<T> p, bool pair_store) {
   }
   gemm::cp_async_wait<0>();  // only empty groups remain; leave none pending at exit
 
+  // --- epilogue, staged (beta == 0, whole tile inside C, 16-byte C rows): each warp rounds
+  // alpha * acc to T into its own WM x WN slice of the (now idle) tile ring, then writes it
+  // back as 16-byte row chunks, 4 full 128 B rows per warp instruction instead of 32-bit
+  // stores that fill half a 32 B sector each. Same rounding as the register path. Staging
+  // layout: row r holds 8 chunks of 8 outputs, chunk c stored at c ^ (r % 8), so the 8 row
+  // groups g of one 32-bit write land on 8 different chunks (32 banks) and a read of 8 chunks
+  // of one row is one 128 B line. The condition is block-uniform, so the barrier is safe.
+  if constexpr (Cfg::SMEM_EPI) {
+    if (vec_store && p.beta == 0.f && m0 + BM <= p.M && n0 + BN <= p.N) {
+      __syncthreads();  // every warp has finished its ldmatrix reads of the ring
+      const uint32_t wbase = smem_base + warp * (Cfg::WM * Cfg::WN * 2);
+      const int g = lane / 4, t = lane % 4;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = mt * 16 + g + h * 8;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const uint32_t v = pack2(p.alpha * acc[mt][nt][2 * h], p.alpha * acc[mt][nt][2 * h + 1], T());
+            const uint32_t a = wbase + (r * 8 + (nt ^ (r & 7))) * 16 + t * 4;
+            asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(a), "r"(v));
+          }
+        }
+      __syncwarp();
+      const int rr = lane / 8, cc = lane % 8;
+      T* crow = p.C + (m0 + wm * Cfg::WM + rr) * p.ldc + n0 + wn * Cfg::WN + cc * 8;
+#pragma unroll
+      for (int i = 0; i < Cfg::WM / 4; ++i) {
+        const int r = i * 4 + rr;
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(wbase + (r * 8 + (cc ^ (r & 7))) * 16));
+        *reinterpret_cast<uint4*>(crow + i * 4 * p.ldc) = v;
+      }
+      return;
+    }
+  }
+
   // --- epilogue: straight from registers. Lane owns rows g and g+8 of each m16n8 tile,
   // columns 2t and 2t+1 (g = lane/4, t = lane%4): one 32-bit store per pair when C allows
   // it (pair_store: ldc even and C 4-byte aligned), predicated scalars on the N tail.
@@ -370,8 +422,9 @@ cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
   if (err != cudaSuccess) return err;
   const bool pair_store = p.ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(p.C) & 3) == 0;
+  const bool vec_store = p.ldc % 8 == 0 && (reinterpret_cast<uintptr_t>(p.C) & 15) == 0;
   const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);  // 1-D: grouped order
-  k<<<blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p, pair_store);
+  k<<<blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p, pair_store, vec_store);
   return cudaGetLastError();
 }
 
