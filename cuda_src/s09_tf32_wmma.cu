@@ -1,31 +1,32 @@
 // s09_tf32_wmma: TF32 tensor cores through WMMA
 //
 // Change: vs s08, the inner product leaves the FP32 pipes: each warp multiplies 16x16x8 TF32
-//         fragments on the tensor cores (nvcuda::wmma, precision::tf32), fed from padded shared
-//         tiles that a 4-stage cp.async pipeline fills; B is read K-major (layout NT).
-// Why:    H100 FP32 FFMA peaks at ~65 TFLOP/s (measured); the tf32 mma.sync path behind WMMA
-//         peaks at ~317 (measured: independent m16n8k8 chains, 8 or 32 warps/SM), cuBLAS TF32
-//         (wgmma) ~360-400. Feeding the tensor cores is the work: a 64x64 warp tile reads
-//         (64+64)*8*4 B = 4 KiB of shared memory per 64x64x8 step (64 KFLOP, 16 FLOP/B; at
-//         128 B/clk/SM that caps it near 2048 FLOP/clk), and a 128x256x32 block tile loads
-//         (128+256)*32*4 B = 48 KiB per 2 MFLOP (43 FLOP/B from L2, vs 32 for 128x128). Fragments
-//         load with ldmatrix on 32-bit data (one LDSM.x4 per 16x8 fragment instead of 4 LDS.32
-//         through the wmma.load path) and are double-buffered across k8 steps and across K
-//         tiles: the barrier sits before a tile's last k8 step, so the next tile's first
-//         fragments load while the last products run. Operands go to the tensor cores as raw
-//         fp32 bits (it ignores the low 13 mantissa bits: truncation, within the tolerance
-//         policy), which saves one integer add per element. What holds it below 50% is not
-//         profiled. Not the mma rate (the probe reaches ~315 with these same 8 warps/SM), nor
-//         the bank arithmetic alone: per HMMA.1684 (a tf32 m16n8k8 is two of them, k = 4)
-//         the SM moves 0.5 shared wavefronts of ldmatrix + 0.19 of cp.async stores, a ceiling
-//         near 1490 FLOP/clk/SM (~310 TFLOP/s). Likely latency: two warps per scheduler
-//         (64x64 warp tiles need ~250 registers) and one block-wide barrier per K tile.
-// Expect: measured on the H100 (do_bench median, study binding): 151 TFLOP/s at 4096^3 and 153
-//         at 8192^3, 42% / 45% of cuBLAS TF32 NT (364 / 337 in the same run), 1.35x the
-//         previous s09 (110 / 115: wmma.load fragments, explicit rounding, 128x128 tiles);
-//         rel. error vs fp64 ~7.9e-4 (10-bit TF32 mantissas, operands truncated, like cuBLAS)
+//         fragments on the tensor cores (nvcuda::wmma::mma_sync, precision::tf32), loaded with
+//         ldmatrix from padded shared tiles that a 4-stage cp.async pipeline fills; B is read
+//         K-major (layout NT).
+// Why:    H100 FP32 FFMA peaks at ~65 TFLOP/s (measured); cuBLAS TF32 (wgmma) reaches ~340-400.
+//         WMMA has its own, lower ceiling: nvcc 13 lowers a tf32 m16n16k8 wmma::mma_sync to four
+//         HMMA.1684 (k = 4), not the two HMMA.1688 that a raw mma.sync m16n8k8 pair gives, and
+//         register-only chains of it peak at ~244 TFLOP/s on the H100 (mma.sync m16n8k8: ~317;
+//         ncu: one HMMA.1684 holds the tensor pipe ~4.2 cycles). Feeding the tensor cores is the
+//         rest of the work: a 128x256x32 block tile loads (128+256)*32*4 B = 48 KiB per 2 MFLOP
+//         (43 FLOP/B from L2, vs 32 for 128x128); fragments load as one LDSM.x4 per 16x8 quarter
+//         (ldmatrix on 32-bit data: an 8x8 b16 matrix is 8 rows x 4 floats, the tf32 fragment
+//         shape) instead of 4 LDS.32 through wmma.load, double-buffered across k8 steps and K
+//         tiles (the barrier sits before a tile's last k8 step). Operands go in as raw fp32 bits
+//         (the tensor core ignores the low 13 mantissa bits: truncation, within the tolerance
+//         policy). ncu at 4096^3: tensor pipe busy 73% of cycles, ~0 shared-load bank conflicts,
+//         shared pipe 37%, L2 49%; stalls are the fixed HMMA latency with two warps per
+//         scheduler (64x64 warp tiles need ~250 registers). 16 warps of 32x64 (128 registers)
+//         ran 20% slower (tensor pipe 54%, 1.5x the ldmatrix traffic), and a branch-free
+//         prefetch 2-4% slower.
+// Expect: measured on the H100 (do_bench median, study binding): 151-155 TFLOP/s at 4096^3 and
+//         153-156 at 8192^3, 42-44% / 45-46% of cuBLAS TF32 NT (354-364 / 337-346 in the same
+//         runs), ~63% of the WMMA ceiling; 1.35x the earlier s09 (wmma.load, explicit rounding,
+//         128x128 tiles: 110 / 115); rel. error vs fp64 ~7.9e-4 (operands truncated to TF32)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for
-//         contiguous tensors: K a multiple of 4), else ValueError; any M, N, K >= 1 otherwise
+//         contiguous tensors: K a multiple of 4), and a GPU that gives a block 216 KiB of shared
+//         memory (sm_90 class), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
 // Pair:   triton_kernels/s09_tf32_wmma.py
 #include <mma.h>
@@ -226,7 +227,14 @@ cudaError_t launch_cfg(const gemm::Problem<float>& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-const char* unsupported(const gemm::Problem<float>& p) { return gemm::unsupported_16byte_rows(p); }
+// The 4-stage 128x256x32 ring (216 KiB) fits only sm_90-class GPUs (227 KiB per block); on
+// sm_80 (163 KiB) and sm_86/sm_89 (99 KiB) the stage refuses instead of failing to launch.
+const char* unsupported(const gemm::Problem<float>& p) {
+  const char* why = gemm::unsupported_16byte_rows(p);
+  return why ? why : gemm::unsupported_shared_memory(
+      Default::SMEM_BYTES, "this GPU gives a block less shared memory than s09's 128x256x32 4-stage "
+                           "tiles need (216 KiB: sm_90 class GPUs have it, sm_80/sm_86/sm_89 do not)");
+}
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
   return launch_cfg<Default>(p, stream);

@@ -430,20 +430,12 @@ cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
 
 // The 144 KiB tile ring fits the sm_80 and sm_90 classes (163 / 227 KiB per block) but not
 // sm_86/sm_89 (99 KiB): there the stage refuses with a message instead of failing to launch.
-inline const char* unsupported_shared_memory() {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-    return nullptr;  // no answer: launch() reports the CUDA error itself
-  if (optin >= Default::SMEM_BYTES) return nullptr;
-  return "this GPU gives a block less shared memory than s11's 128x256x64 3-stage tiles need "
-         "(144 KiB; sm_80 and sm_90 class GPUs have it, sm_86/sm_89 do not)";
-}
-
 template <typename T>
 const char* unsupported_any(const gemm::Problem<T>& p) {
   const char* why = gemm::unsupported_16byte_rows(p);
-  return why ? why : unsupported_shared_memory();
+  return why ? why : gemm::unsupported_shared_memory(
+      Default::SMEM_BYTES, "this GPU gives a block less shared memory than s11's 128x256x64 3-stage "
+                           "tiles need (144 KiB; sm_80 and sm_90 class GPUs have it, sm_86/sm_89 do not)");
 }
 const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_any(p); }
 const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_any(p); }

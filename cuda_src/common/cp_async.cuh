@@ -59,4 +59,16 @@ inline const char* unsupported_16byte_rows(const Problem<T>& p) {
   return nullptr;
 }
 
+// Host-side limit of a stage whose tile ring needs more dynamic shared memory per block than
+// some GPUs of its Arch give (sm_80: 163 KiB, sm_86/sm_89: 99 KiB, sm_90: 227 KiB): nullptr
+// when the current device lets a block opt in to `bytes`, else `refusal`, so the stage raises
+// a clear error there instead of failing at launch.
+inline const char* unsupported_shared_memory(int bytes, const char* refusal) {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return nullptr;  // no answer: launch() reports the CUDA error itself
+  return optin >= bytes ? nullptr : refusal;
+}
+
 }  // namespace gemm
