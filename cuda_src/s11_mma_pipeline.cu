@@ -29,13 +29,15 @@
 //         fragment double-buffering (single-buffered 128x256: 300-341). Within the ~5%
 //         run-to-run noise under the 700 W power cap: 4 vs 3 stages, GROUP_M 8 vs 16, spreading
 //         a tile's 12 copies over two k16 steps (0 to -4%).
-// Expect: fp16 ~420 TFLOP/s at 4096^3 (60% of cuBLAS, 695-700 there) and ~405-425 at
-//         8192^3 (62-65%); bf16 ~440 (61%) and ~433-440 (65-66%); register-epilogue
-//         version in the same runs: fp16 400-405 / 413-421, bf16 414-417 / 418-421.
-//         mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16
-//         615-650, bf16 640-655 TFLOP/s, so ~67% of it, and ~43% of H100's 989 TFLOP/s
-//         wgmma peak (cuBLAS reaches 630-770). rel. error as s10, set by the output rounding
-//         (2.1e-4 fp16, 1.7e-3 bf16 at 4095x4096x4088)
+// Expect: ~420-450 TFLOP/s at 4096^3 and 8192^3, ~1.35x s10. The share of cuBLAS depends on
+//         how cuBLAS is timed: the study run (short L2-flushed bursts) read cuBLAS at 745-785
+//         and this stage at 56% / 55% (fp16 421 / 412) and 58% / 55% (bf16 450 / 434) at
+//         4096^3 / 8192^3; back-to-back do_bench rounds, where cuBLAS read 650-725 under the
+//         700 W power cap, gave 60% / 65% (fp16 421 / 425) and 61% / 66% (bf16 441 / 440).
+//         mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650,
+//         bf16 640-655 TFLOP/s, so ~67% of it, and ~43% of H100's 989 TFLOP/s wgmma peak.
+//         128x256 tiles leave small problems short of blocks (1000^3: 32 blocks, ~78 TFLOP/s).
+//         rel. error as s10, set by the output rounding (2.1e-4 fp16, 1.7e-3 bf16)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
 //         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
