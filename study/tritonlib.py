@@ -5,7 +5,8 @@
   s05-s08 reuse unchanged: those stages change only knobs around it.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
   CPU (the interpreter has no device timer: take the first config and time nothing), and time
-  with triton.testing.do_bench on a GPU.
+  with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
+  call may use, where the others would spill registers.
 """
 import os
 
@@ -48,6 +49,17 @@ def autotune_do_bench(kernel_call, quantiles):
 def autotune_prune(configs, named_args, **kwargs):
     """early_config_prune: the interpreter (~4 ms per program per K step) only tries configs[0]."""
     return configs[:1] if INTERPRET else configs
+
+
+def prune_unaligned(unaligned_configs):
+    """early_config_prune for a stage whose VEC == 1 path (rows not 16-byte aligned: 2- or 4-byte
+    loads whose addresses stay in registers) needs more registers than some of its configs
+    leave: with VEC == 1 only `unaligned_configs` are tried (checked spill-free for sm_90 by
+    tests/test_static.py at a 4095^3 call). The autotune key must include VEC."""
+    def prune(configs, named_args, **kwargs):
+        out = list(unaligned_configs) if kwargs.get("VEC", 1) == 1 else configs
+        return autotune_prune(out, named_args, **kwargs)
+    return prune
 
 
 @triton.jit

@@ -26,6 +26,7 @@ BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (no spills)
 BLOCK_K = 32   # K step: (128 + 64) * 32 * 4 B = 24 KB of tiles per step
 NUM_WARPS = 4  # 128 threads
+NUM_WARPS_UNALIGNED = 8  # VEC == 1 (4-byte loads): 4 warps spill 8 B at 4095^3 (sm_90); 8 do not
 NUM_STAGES = 2  # one tile in flight (cp.async into one shared buffer) while one is in registers
 
 
@@ -48,8 +49,10 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     M, K = a.shape
     N = b.shape[1]
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
+    vec = vector_width(a, b, c)
     s05_double_buffer_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
                                 float(alpha), float(beta), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                                BLOCK_K=BLOCK_K, VEC=vector_width(a, b, c), BETA_ZERO=(beta == 0),
-                                num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+                                BLOCK_K=BLOCK_K, VEC=vec, BETA_ZERO=(beta == 0),
+                                num_warps=NUM_WARPS if vec > 1 else NUM_WARPS_UNALIGNED,
+                                num_stages=NUM_STAGES)
     return c

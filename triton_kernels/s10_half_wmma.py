@@ -25,6 +25,8 @@ BLOCK_M = 128    # rows of C per program: two 64-row wgmma tiles for one warpgro
 BLOCK_N = 128    # columns of C per program
 BLOCK_K = 32     # K step: 32 halves = 64 B per row, two k16 MMA steps per tile
 NUM_WARPS = 4    # one warpgroup; fp32 acc 128*128/128 threads = 128 registers per thread
+NUM_WARPS_UNALIGNED = 8  # rows not 16-byte aligned (VEC == 1): 2-byte loads keep their addresses
+                         # in registers, and 4 warps spill 632 B at 4095^3 (sm_90); 8 do not
 NUM_STAGES = 3   # Triton's default pipeline depth, written out so it is visible
 # smem: NUM_STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 B = 3 * 16 KiB = 48 KiB per program
 
@@ -90,10 +92,12 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     M, K = a.shape
     N = b.shape[1]
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    vec = vector_width(a, b, c)
     s10_half_wmma_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
                                float(alpha), float(beta),
-                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, VEC=vector_width(a, b, c),
-                               BETA_ZERO=(beta == 0), num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, VEC=vec,
+                               BETA_ZERO=(beta == 0), num_warps=NUM_WARPS if vec > 1 else NUM_WARPS_UNALIGNED,
+                               num_stages=NUM_STAGES)
     return c
 
 

@@ -22,7 +22,7 @@ Pair:   cuda_src/s11_mma_pipeline.cu
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile, vector_width
+from study.tritonlib import autotune_do_bench, grouped_tile, prune_unaligned, vector_width
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
@@ -54,8 +54,13 @@ for _c in CONFIGS:
 # restore_value: autotune runs each config several times; with beta != 0 each run would
 # accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
 # the interpreter (no device timer) run configs[0] only.
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"],
-                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": autotune_prune})
+# Unaligned calls (VEC == 1: 2-byte loads, addresses in registers) spill 0.7-1 KB with 4 warps
+# or with 128x256 tiles (sm_90, 4095^3); 8 warps on 128x128 / 128x64 tiles do not.
+UNALIGNED_CONFIGS = [CONFIGS[1], _config(128, 64, 64, 4, 8)]
+
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K", "VEC"], restore_value=["c_ptr"], do_bench=autotune_do_bench,
+                 prune_configs_by={"early_config_prune": prune_unaligned(UNALIGNED_CONFIGS)})
 @triton.jit
 def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,

@@ -73,7 +73,7 @@ for _c in CONFIGS:
 @triton.jit
 def s12_tma_wgmma_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         GROUP_M: tl.constexpr, BETA_ZERO: tl.constexpr):
+                         GROUP_M: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
     # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows (as s11) -----------
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
@@ -92,14 +92,26 @@ def s12_tma_wgmma_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta,
         acc = tl.dot(a, b.T, acc)        # b.T: a K-major smem view, no data movement
 
     # --- epilogue: alpha/beta in fp32, masked pointer stores (any ldc) ---------------------
+    # C_VEC = 8 passes on what the wrapper checked (C 16-byte aligned, ldc and N multiples of
+    # 8): without it ldc = 1000 gives 2-byte stores whose addresses spill registers.
     offs_m = off_m + tl.arange(0, BLOCK_M)
-    offs_n = off_n + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + offs_m[:, None] * ldc + offs_n[None, :]
-    mask_c = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    offs_n = tl.max_contiguous(tl.multiple_of(off_n + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
+    c_rows = offs_m * ldc
+    n_lim = tl.full((BLOCK_N,), N, tl.int32)
+    if C_VEC > 1:
+        c_rows = tl.multiple_of(c_rows, C_VEC)
+        n_lim = tl.multiple_of(n_lim, C_VEC)
+    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
+    mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
     out = alpha * acc
     if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
         out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+def c_vector_width(c):
+    """8 when C's rows are 16-byte runs (aligned base, ldc and N multiples of 8), else 1."""
+    return 8 if c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.shape[1] % 8 == 0 else 1
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
@@ -115,7 +127,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     s12_tma_wgmma_kernel[grid](a_desc, b_desc, c, M, N, K, c.stride(0),
-                               float(alpha), float(beta), BETA_ZERO=(beta == 0))
+                               float(alpha), float(beta), C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0))
     return c
 
 

@@ -78,7 +78,7 @@ def _num_sms(device_index):
 def s13_warp_specialized_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                                NUM_SMS: tl.constexpr, BETA_ZERO: tl.constexpr):
+                                NUM_SMS: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
     # --- tile assignment: persistent; program p takes tiles p, p + NUM_SMS, ... -------------
     # Tiles are numbered in grouped order (GROUP_M tile rows per group, as s11/s12), so the
     # NUM_SMS tiles in flight at one time share A and B strips in L2.
@@ -104,14 +104,26 @@ def s13_warp_specialized_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta
             acc = tl.dot(a, b.T, acc)
 
         # --- epilogue: alpha/beta in fp32, masked pointer stores (any ldc) -----------------
+        # C_VEC = 8 passes on what the wrapper checked (C 16-byte aligned, ldc and N multiples of
+        # 8): without it ldc = 1000 gives 2-byte stores whose addresses spill registers.
         offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        c_ptrs = c_ptr + offs_m[:, None] * ldc + offs_n[None, :]
-        mask_c = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        offs_n = tl.max_contiguous(tl.multiple_of(off_n + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
+        c_rows = offs_m * ldc
+        n_lim = tl.full((BLOCK_N,), N, tl.int32)
+        if C_VEC > 1:
+            c_rows = tl.multiple_of(c_rows, C_VEC)
+            n_lim = tl.multiple_of(n_lim, C_VEC)
+        c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
+        mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
         out = alpha * acc
         if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
             out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
         tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+def c_vector_width(c):
+    """8 when C's rows are 16-byte runs (aligned base, ldc and N multiples of 8), else 1."""
+    return 8 if c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.shape[1] % 8 == 0 else 1
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
@@ -130,7 +142,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
 
     s13_warp_specialized_kernel[grid](a_desc, b_desc, c, M, N, K, c.stride(0),
                                       float(alpha), float(beta), NUM_SMS=num_sms,
-                                      BETA_ZERO=(beta == 0))
+                                      C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0))
     return c
 
 
