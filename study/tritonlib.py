@@ -2,7 +2,9 @@
 
 - `grouped_tile`: the grouped ("swizzled") program order of s07 onwards, as a @triton.jit helper.
 - `hinted_tile` / `vector_width`: the fp32 tile of s04 (128-bit hinted loads and stores) that
-  s05-s08 reuse unchanged: those stages change only knobs around it.
+  s05-s08 reuse unchanged: those stages change only knobs around it. `hinted_offsets`: its
+  hinted row starts and bounds, shared with the fp16/bf16 pointer stages s10-s11.
+- `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
   CPU (the interpreter has no device timer: take the first config and time nothing), and time
   with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
@@ -63,27 +65,19 @@ def prune_unaligned(unaligned_configs):
 
 
 @triton.jit
-def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
-    """One BLOCK_M x BLOCK_N tile of C = alpha*A@B + beta*C with an fp32 IEEE tl.dot, its loads
-    and stores hinted to 128 bits when VEC == 4 (born in s04_vectorized; s04-s08 differ only in
-    the program order around it and in the launch knobs: num_warps, num_stages, autotuning)."""
-    tl.static_assert(BLOCK_K >= 16, "tl.dot needs a K tile of at least 16")
-    tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
-    tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
-    tl.static_assert(BLOCK_K % VEC == 0 and BLOCK_N % VEC == 0, "tiles must hold whole vectors")
-
-    # --- tile offsets -------------------------------------------------------------------
+def hinted_offsets(pid_m, pid_n, N, K, lda, ldb, ldc,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   VEC: tl.constexpr):
+    """Offsets of a row-major (NN) tile, hinted to VEC-element (16-byte) runs when VEC > 1:
+    (offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim). True because the wrapper
+    checked it (vector_width): with VEC > 1 every row start is a multiple of VEC elements and
+    the K / N bounds are multiples of VEC, so a mask is constant over each group of VEC elements
+    and one predicated 16-byte access serves the group. Triton infers this itself only for
+    arguments divisible by 16 (lda = 1000 would give 4- or 2-byte accesses)."""
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     # runs of BLOCK_N consecutive columns starting at a multiple of BLOCK_N (always true)
     offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
     offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
-
-    # --- operand staging: hinted pointer tiles -----------------------------------------------
-    # True because the wrapper checked it: with VEC == 4 every row start is a multiple of 4
-    # floats (16 B), and the K / N bounds are multiples of 4, so a mask is constant over each
-    # group of 4 elements and one predicated 128-bit access serves the group.
     a_rows = offs_m * lda                     # [BM] row starts of A
     b_rows = offs_k * ldb                     # [BK] row starts of B
     c_rows = offs_m * ldc                     # [BM] row starts of C
@@ -95,6 +89,52 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
         c_rows = tl.multiple_of(c_rows, VEC)
         k_lim = tl.multiple_of(k_lim, VEC)
         n_lim = tl.multiple_of(n_lim, VEC)
+    return offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim
+
+
+@triton.jit
+def store_c_tile(c_ptr, acc, off_m, off_n, M, N, ldc, alpha, beta,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_VEC: tl.constexpr,
+                 BETA_ZERO: tl.constexpr):
+    """Epilogue of the TMA stages (s12, s13): C = alpha * acc (+ beta * C) in fp32, one rounding
+    to C's dtype, masked pointer stores at any ldc. C_VEC = 8 passes on what the wrapper checked
+    (C 16-byte aligned, ldc and N multiples of 8): without it ldc = 1000 gives 2-byte stores
+    whose addresses spill registers. beta == 0 never reads C (it may hold NaN)."""
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = tl.max_contiguous(tl.multiple_of(off_n + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
+    c_rows = offs_m * ldc
+    n_lim = tl.full((BLOCK_N,), N, tl.int32)
+    if C_VEC > 1:
+        c_rows = tl.multiple_of(c_rows, C_VEC)
+        n_lim = tl.multiple_of(n_lim, C_VEC)
+    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
+    mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
+    out = alpha * acc
+    if not BETA_ZERO:
+        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
+    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+def c_vector_width(c):
+    """8 when C's rows are 16-byte runs of halves (aligned base, ldc and N multiples of 8), else 1."""
+    return 8 if c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.shape[1] % 8 == 0 else 1
+
+
+@triton.jit
+def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+    """One BLOCK_M x BLOCK_N tile of C = alpha*A@B + beta*C with an fp32 IEEE tl.dot, its loads
+    and stores hinted to 128 bits when VEC == 4 (born in s04_vectorized; s04-s08 differ only in
+    the program order around it and in the launch knobs: num_warps, num_stages, autotuning)."""
+    tl.static_assert(BLOCK_K >= 16, "tl.dot needs a K tile of at least 16")
+    tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
+    tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
+    tl.static_assert(BLOCK_K % VEC == 0 and BLOCK_N % VEC == 0, "tiles must hold whole vectors")
+
+    # --- tile offsets and operand staging: hinted pointer tiles (VEC == 4: 16-byte runs) -----
+    offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
+        pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
     a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]    # [BM, BK], 4-float vectors along K
     b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]    # [BK, BN], 4-float vectors along N
     mask_m = offs_m[:, None] < M

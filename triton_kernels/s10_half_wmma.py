@@ -18,7 +18,7 @@ Pair:   cuda_src/s10_half_wmma.cu
 import triton
 import triton.language as tl
 
-from study.tritonlib import vector_width
+from study.tritonlib import hinted_offsets, vector_width
 
 # One configuration, chosen by rule of thumb for Hopper (not tuned: that is s11's job).
 BLOCK_M = 128    # rows of C per program: two 64-row wgmma tiles for one warpgroup
@@ -43,26 +43,13 @@ def s10_half_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, bet
     # --- tile assignment: program (pid_m, pid_n) in row-major order -------------------------
     pid_m = tl.program_id(0)   # axis 0 holds up to 2^31-1 programs: any M
     pid_n = tl.program_id(1)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # [BLOCK_M]
-    offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
-    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
-
     # --- operand staging: pointer tiles, A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] ------
     # Rows beyond M / columns beyond N are masked to 0: they only feed C elements that are
     # never stored, so the dot itself needs no per-element test. Triton proves 16-byte copies
     # only for arguments divisible by 16; VEC = 8 passes on what the wrapper checked (row
     # starts, K and N multiples of 8 halves), else lda = 1000 would load 2 bytes at a time.
-    a_rows = offs_m * lda                     # [BM] row starts of A
-    b_rows = offs_k * ldb                     # [BK] row starts of B
-    c_rows = offs_m * ldc                     # [BM] row starts of C
-    k_lim = tl.full((BLOCK_K,), K, tl.int32)  # [BK], all == K
-    n_lim = tl.full((BLOCK_N,), N, tl.int32)  # [BN], all == N
-    if VEC > 1:  # no hint at all for VEC == 1: a hint of 1 would erase Triton's own inference
-        a_rows = tl.multiple_of(a_rows, VEC)
-        b_rows = tl.multiple_of(b_rows, VEC)
-        c_rows = tl.multiple_of(c_rows, VEC)
-        k_lim = tl.multiple_of(k_lim, VEC)
-        n_lim = tl.multiple_of(n_lim, VEC)
+    offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
+        pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
     a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]
     b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]
     mask_m = offs_m < M

@@ -22,7 +22,7 @@ Pair:   cuda_src/s11_mma_pipeline.cu
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, grouped_tile, prune_unaligned, vector_width
+from study.tritonlib import autotune_do_bench, grouped_tile, hinted_offsets, prune_unaligned, vector_width
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
@@ -71,27 +71,14 @@ def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, 
     # they share A strips within the group and B strips across it, both held in L2.
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)   # [BLOCK_M]
-    offs_n = tl.max_contiguous(tl.multiple_of(pid_n * BLOCK_N + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
-    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
-
     # --- operand staging: pointer tiles; num_stages buffers of each in smem (cp.async) -----
     # The compiler turns these loads into a num_stages-deep ring of async copies: while the
     # tensor cores consume stage s, stages s+1 .. s+num_stages-1 are in flight. Triton proves
     # 16-byte copies only for arguments divisible by 16; at lda = 1000 (divisible by 8) it would
     # fall back to 2-byte copies (23% of cuBLAS at 1000^3). VEC = 8 says what the wrapper
     # checked: row starts and the K, N limits are multiples of 8 halves (16 bytes).
-    a_rows = offs_m * lda                     # [BM] row starts of A
-    b_rows = offs_k * ldb                     # [BK] row starts of B
-    c_rows = offs_m * ldc                     # [BM] row starts of C
-    k_lim = tl.full((BLOCK_K,), K, tl.int32)  # [BK], all == K
-    n_lim = tl.full((BLOCK_N,), N, tl.int32)  # [BN], all == N
-    if VEC > 1:  # no hint at all for VEC == 1: a hint of 1 would erase Triton's own inference
-        a_rows = tl.multiple_of(a_rows, VEC)
-        b_rows = tl.multiple_of(b_rows, VEC)
-        c_rows = tl.multiple_of(c_rows, VEC)
-        k_lim = tl.multiple_of(k_lim, VEC)
-        n_lim = tl.multiple_of(n_lim, VEC)
+    offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
+        pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
     a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]   # A tile [BLOCK_M, BLOCK_K]
     b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]   # B tile [BLOCK_K, BLOCK_N]
     mask_m = offs_m < M

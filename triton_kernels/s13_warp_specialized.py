@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, grouped_tile
+from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile, store_c_tile
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -104,26 +104,7 @@ def s13_warp_specialized_kernel(a_desc, b_desc, c_ptr, M, N, K, ldc, alpha, beta
             acc = tl.dot(a, b.T, acc)
 
         # --- epilogue: alpha/beta in fp32, masked pointer stores (any ldc) -----------------
-        # C_VEC = 8 passes on what the wrapper checked (C 16-byte aligned, ldc and N multiples of
-        # 8): without it ldc = 1000 gives 2-byte stores whose addresses spill registers.
-        offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = tl.max_contiguous(tl.multiple_of(off_n + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
-        c_rows = offs_m * ldc
-        n_lim = tl.full((BLOCK_N,), N, tl.int32)
-        if C_VEC > 1:
-            c_rows = tl.multiple_of(c_rows, C_VEC)
-            n_lim = tl.multiple_of(n_lim, C_VEC)
-        c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-        mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
-        out = alpha * acc
-        if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
-            out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
-        tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
-
-
-def c_vector_width(c):
-    """8 when C's rows are 16-byte runs (aligned base, ldc and N multiples of 8), else 1."""
-    return 8 if c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.shape[1] % 8 == 0 else 1
+        store_c_tile(c_ptr, acc, off_m, off_n, M, N, ldc, alpha, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
