@@ -17,8 +17,10 @@ Expect: ~75-80% of cuBLAS TF32 (NT) at 4096^3 and 8192^3, ~6.5x s08 (H100 study 
         No config of an 18-config sweep passed 82%, so the 85% goal is not reached by tuning:
         the warps that issue wgmma also issue the
         cp.async copies (12 16-byte LDGSTS per thread per K step at 128 x 256 x 32) and waits;
-        s12 moves the copies to TMA. Row-major B (NN) runs correctly at ~0.5x of NT (run 1:
-        143 TFLOP/s at 4096^3: B moves as 4-byte LDGSTS), a finding the study measures. Error vs fp64
+        s12 moves the copies to TMA. Row-major B (NN) runs correctly but at ~0.28x of NT, a
+        finding the study measures (study run at 0aba1c2: 86 TFLOP/s at 4096^3, 21% of cuBLAS
+        TF32 NN: B moves as 4-byte copies, and the 128x256 config spills 576 B in that
+        specialisation). Error vs fp64
         ~8e-4 relative (TF32 rounding), not fp32's ~1e-6.
 Limits: none (any M, N, K >= 1, any strides of b; 128-bit loads need 16-byte aligned rows, K and
         N multiples of 4, else 4-byte loads)
