@@ -11,10 +11,10 @@ Why:    a 128x256x64 stage is (128+256)*64*2 B = 48 KiB: s11 moves it as 3072 16
         rows beyond M/N and columns beyond K, no masks in the loop). Same tile area, pipeline depth
         and grouped order as s11 (its pick 128x256, this stage's 256x128: 85 FLOP/B either
         way), so the gain is issue slots and registers, not traffic.
-Expect: ~1.0x s11 at 4096^3, ~94-99% of cuBLAS FP16/BF16 (NT) at 4096^3 with 256x128x64 x 4
-        stages (H100, 2 runs through matmul(): fp16 94% / 97%, bf16 95% / 99%, 659-700 TFLOP/s;
-        the previous 3-stage pick 81-95% in the same runs, study run 89% fp16 / 87% bf16); 8192^3: 90-100%
-        (the autotuner's short timing sometimes picks a config ~5% slower there)
+Expect: ~1.0x s11 at 4096^3, ~92-99% of cuBLAS FP16/BF16 (NT) at 4096^3 with 256x128x64 x 4
+        stages (H100 study runs: fp16 92-93%, bf16 96-97% at 4096^3, 98-99% at 8192^3,
+        681-772 TFLOP/s; the previous 3-stage pick's study run: 89% fp16 / 87% bf16 at 4096^3;
+        the autotuner's short timing sometimes picks a config ~5% slower)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (C goes through masked pointer stores)
