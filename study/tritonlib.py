@@ -4,7 +4,8 @@
 - `hinted_tile` / `vector_width`: the fp32 tile of s04 (128-bit hinted loads and stores) that
   s05-s08 reuse unchanged: those stages change only knobs around it. `hinted_offsets`: its
   hinted row starts and bounds, shared with the fp16/bf16 pointer stages s10-s11.
-- `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13.
+- `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
+  `tma_config` / `tma_unsupported`: their tile configs (TMA box sizes stamped per config) and limits.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
   CPU (the interpreter has no device timer: take the first config and time nothing), and time
   with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
@@ -113,6 +114,36 @@ def store_c_tile(c_ptr, acc, off_m, off_n, M, N, ldc, alpha, beta,
     if not BETA_ZERO:
         out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+def _set_tma_block_shapes(nargs):
+    # The descriptors are built before the autotuner picks a tile: each config stamps its
+    # TMA box sizes on them just before launch (host-side descriptors are plain Python data).
+    nargs["a_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_K"]]
+    nargs["b_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
+
+
+def tma_config(bm, bn, bk, stages, warps, group_m):
+    """A tile config of the TMA stages (s12, s13): a_desc / b_desc get its box sizes before
+    launch. Checked against the TMA and wgmma limits; smem = stages * (bm + bn) * bk * 2 B."""
+    assert bk * 2 <= 128, "BLOCK_K * 2 B must fit one 128-byte TMA swizzle row"
+    assert bm <= 256 and bn <= 256, "a TMA box is at most 256 rows"
+    assert bm % 64 == 0 and bn % 8 == 0, "tile must fit wgmma (M % 64, N % 8)"
+    assert stages * (bm + bn) * bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                         num_stages=stages, num_warps=warps, pre_hook=_set_tma_block_shapes)
+
+
+def tma_unsupported(a, b, c):
+    """None, or why a TMA stage cannot load a and b (NT: b is the (K, N) view of an (N, K)
+    tensor, so its row stride is b.stride(1)): TMA needs 16-byte aligned bases and rows."""
+    for name, t, ld_name, ld in (("a", a, "lda", a.stride(0)), ("b", b, "ldb", b.stride(1))):
+        if t.data_ptr() % 16 != 0:
+            return f"{name} must be 16-byte aligned for TMA (data_ptr % 16 == {t.data_ptr() % 16})"
+        if ld % 8 != 0:
+            return (f"{ld_name} must be a multiple of 8 elements for TMA (16-byte row stride), "
+                    f"got {ld}")
+    return None
 
 
 def c_vector_width(c):

@@ -25,21 +25,14 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from study.tritonlib import autotune_do_bench, autotune_prune, c_vector_width, grouped_tile, store_c_tile
+from study.tritonlib import (autotune_do_bench, autotune_prune, c_vector_width, grouped_tile, store_c_tile,
+                             tma_config, tma_unsupported)
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
 
-def _set_block_shapes(nargs):
-    # The descriptors are built before the autotuner picks a tile: each config stamps its
-    # TMA box sizes on them just before launch (host-side descriptors are plain Python data).
-    nargs["a_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_K"]]
-    nargs["b_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
-
-
 def _config(bm, bn, bk, stages, warps):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
-                         num_stages=stages, num_warps=warps, pre_hook=_set_block_shapes)
+    return tma_config(bm, bn, bk, stages, warps, GROUP_M)
 
 
 # Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B (the
@@ -56,12 +49,6 @@ CONFIGS = [
     _config(128, 64, 64, 4, 4),    # 96 KiB; twice the programs: 1024^3 (fp16 84% of cuBLAS,
                                    # graph-timed; 128x128 77%)
 ]
-for _c in CONFIGS:
-    _bk, _bm, _bn = _c.kwargs["BLOCK_K"], _c.kwargs["BLOCK_M"], _c.kwargs["BLOCK_N"]
-    assert _bk * 2 <= 128, "BLOCK_K * 2 B must fit one 128-byte TMA swizzle row"
-    assert _bm <= 256 and _bn <= 256, "a TMA box is at most 256 rows"
-    assert _bm % 64 == 0 and _bn % 8 == 0, "tile must fit wgmma (M % 64, N % 8)"
-    assert _c.num_stages * (_bm + _bn) * _bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
 
 
 
@@ -112,12 +99,4 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     return c
 
 
-def unsupported(a, b, c):
-    """None, or why this stage cannot run the problem (study raises it as ValueError)."""
-    for name, t, ld_name, ld in (("a", a, "lda", a.stride(0)), ("b", b, "ldb", b.stride(1))):
-        if t.data_ptr() % 16 != 0:
-            return f"{name} must be 16-byte aligned for TMA (data_ptr % 16 == {t.data_ptr() % 16})"
-        if ld % 8 != 0:
-            return (f"{ld_name} must be a multiple of 8 elements for TMA (16-byte row stride), "
-                    f"got {ld}")
-    return None
+unsupported = tma_unsupported   # TMA: 16-byte aligned a, b and row strides
