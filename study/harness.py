@@ -6,9 +6,10 @@ The rules (DESIGN.md "Measuring"):
   fp16/bf16 the rounded ones), computed on the GPU in the same run;
 - each timed repeat starts with a 256 MB write that evicts L2 (50 MB on H100), then device
   events bracket the call; the median and quartiles of the repeats are kept;
-- a call short enough that launch latency would show (< GRAPH_BELOW_MS) is captured GRAPH_CALLS
-  times into one CUDA graph over rotated copies of its operands (each call reads inputs that no
-  earlier call of the replay touched), and one repeat = flush + one replay / GRAPH_CALLS;
+- at a shape whose fastest call is short enough that launch latency would show (< GRAPH_BELOW_MS),
+  every call (up to GRAPH_MAX_MS) is captured GRAPH_CALLS times into one CUDA graph over rotated
+  copies of its operands (each call reads inputs that no earlier call of the replay touched),
+  and one repeat = flush + one replay / GRAPH_CALLS: one mode for all kernels of a shape;
 - warm-up (JIT compile, autotune, module load) happens before any timed repeat.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ import torch
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
-GRAPH_BELOW_MS = 0.2        # calls shorter than this are timed from a CUDA graph
+GRAPH_BELOW_MS = 0.2        # a shape whose fastest call is shorter is timed from CUDA graphs
+GRAPH_MAX_MS = 5.0          # ... for its calls shorter than this (launch gap < 0.1% beyond)
 GRAPH_CALLS = 16            # calls per graph replay
 HEAD_START_CYCLES = 400_000 # GPU spin before each timed repeat: ~0.2-0.3 ms of host head start
 ROTATE_BYTES = 2 << 30      # at most this much memory for rotated operand copies
