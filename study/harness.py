@@ -23,7 +23,7 @@ import torch
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
-GRAPH_BELOW_MS = 0.2        # a shape whose fastest call is shorter is timed from CUDA graphs
+GRAPH_BELOW_MS = 1.0        # a shape whose fastest call is shorter is timed from CUDA graphs
 GRAPH_MAX_MS = 5.0          # ... for its calls shorter than this (launch gap < 0.1% beyond)
 GRAPH_CALLS = 16            # calls per graph replay
 HEAD_START_CYCLES = 400_000 # GPU spin before each timed repeat: ~0.2-0.3 ms of host head start

@@ -303,7 +303,7 @@ METHOD = """\
   `wrong` and never counted as fast (no % columns, no bars).
 - Timing: one warm-up call (JIT compile, autotune, module load) excluded; each repeat writes a
   256 MB buffer (evicts L2) and brackets the call with CUDA events; median and quartiles.
-  At a shape whose fastest call takes under 0.2 ms, every call under 5 ms is replayed from a
+  At a shape whose fastest call takes under 1 ms, every call under 5 ms is replayed from a
   CUDA graph of 16 calls over rotated operand copies (each call reads inputs no earlier call of
   the replay touched); one repeat = one replay / 16. One mode per shape, so no kernel is
   compared with cuBLAS across modes (the `graph` column of results.csv says which).
