@@ -75,7 +75,15 @@ def cuda_claims(stage) -> dict:
     if stage.arch == "sm_90a":
         c["wgmma"] = (lambda n: n["HGMMA"] > 0, "HGMMA")
         c["TMA"] = (lambda n: n["UTMALDG"] > 0, "UTMALDG")
+    c.update(_warp_specialised(stage))
     return c
+
+
+def _warp_specialised(stage) -> dict:
+    """A warp-specialised stage moves registers between its warpgroups: setmaxnreg (USETMAXREG)."""
+    if _said(stage, "warp-specialised", "warp_specialize", "setmaxnreg"):
+        return {"warp specialisation": (lambda n: n["USETMAXREG"] > 0, "USETMAXREG (setmaxnreg)")}
+    return {}
 
 
 def triton_claims(stage) -> dict:
@@ -90,17 +98,18 @@ def triton_claims(stage) -> dict:
             c["wgmma"] = (lambda n: n["HGMMA"] > 0, "HGMMA")
     if _said(stage, "TMA", "tensor descriptor"):
         c["TMA"] = (lambda n: n["UTMALDG"] > 0, "UTMALDG")
+    c.update(_warp_specialised(stage))
     return c
 
 
 def sass_counts(sass: str) -> dict:
     ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)]
     n = {k: 0 for k in ("FFMA", "HMMA", "HGMMA", "LDG.E.128", "LDS.128", "LDGSTS", "LDGSTS.128",
-                        "LDSM", "UTMALDG")}
+                        "LDSM", "UTMALDG", "USETMAXREG")}
     for op in ops:
         parts = op.split(".")
         head = parts[0]
-        if head in ("FFMA", "HMMA", "HGMMA", "LDGSTS", "LDSM", "UTMALDG"):
+        if head in ("FFMA", "HMMA", "HGMMA", "LDGSTS", "LDSM", "UTMALDG", "USETMAXREG"):
             n[head] += 1
         if head == "LDG" and "128" in parts:
             n["LDG.E.128"] += 1
