@@ -64,8 +64,10 @@ FLAT_CONFIGS = [
 
 
 def _prune(configs, named_args, **kwargs):
-    """The configs of the loop this call runs (WS in the autotune key), interpreter: the first."""
-    return autotune_prune(WS_CONFIGS if kwargs.get("WS") else FLAT_CONFIGS, named_args, **kwargs)
+    """The configs of the loop this call runs (WS is in the autotune key); a list narrowed to
+    configs of the other loop (a test forcing one config) runs as given. Interpreter: the first."""
+    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
+    return autotune_prune(mine or configs, named_args, **kwargs)
 
 
 @functools.lru_cache(maxsize=None)
