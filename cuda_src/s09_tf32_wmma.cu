@@ -20,8 +20,8 @@
 //         scheduler (64x64 warp tiles need ~250 registers). 16 warps of 32x64 (128 registers)
 //         ran 20% slower (tensor pipe 54%, 1.5x the ldmatrix traffic), and a branch-free
 //         prefetch 2-4% slower.
-// Expect: ~42% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100 study runs: 166.8-170.1 TFLOP/s,
-//         41-42% of cuBLAS's 398-408; do_bench medians: 151-155 / 153-156, 42-44% / 45-46% of
+// Expect: ~42% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100 study runs: 159.4-170.1 TFLOP/s,
+//         41-42% of cuBLAS's 390-409; do_bench medians: 151-155 / 153-156, 42-44% / 45-46% of
 //         354-364 / 337-346), ~63-70% of the WMMA ceiling; 1.35x the earlier s09 (wmma.load, explicit rounding,
 //         128x128 tiles: 110 / 115); rel. error vs fp64 ~7.9e-4 (operands truncated to TF32)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for

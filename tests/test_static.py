@@ -291,6 +291,9 @@ def _aot_variants(stage, precision: str, all_configs: bool, size: int = 512):
                     sig[p.name] = f"tensordesc<{_TT[str(v.base.dtype)]}{list(v.block_shape)}>"
                 elif isinstance(v, bool):
                     sig[p.name] = "i1"
+                elif isinstance(v, int) and v == 1:   # the JIT makes an int equal to 1 a constant
+                    sig[p.name] = "constexpr"
+                    consts[p.name] = 1
                 elif isinstance(v, int):
                     sig[p.name] = "i32" if abs(v) < 2**31 else "i64"
                     if v % 16 == 0 and v != 0:

@@ -10,11 +10,13 @@ Why:    a 128x256 tile reaches 2*128*256 / ((128+256)*2) = 85 FLOP/B of loads (s
         touches 4 A strips (2 MiB each) + 32 B strips (4 MiB each) = 136 MiB; grouped by 8 tile
         rows it touches 8 A + 17 B strips = 84 MiB, 1.6x less DRAM traffic (at 4096^3 a wave
         spans only ~8 tile rows either way, so grouping matters little there).
-Expect: ~1.35x s10 at 4096^3, ~90-98% of cuBLAS FP16/BF16 (H100 study runs: 91-94% / 97-98%
-        fp16, 90-96% / 97-98% bf16 at 4096^3 / 8192^3, 677-760 TFLOP/s; 2 later runs through matmul(), same
-        128x256x64 x 4-stage pick: 92-96% at both sizes). The 95% aim holds at 8192^3 and is
-        borderline at 4096^3: no other of 13 swept tiles beat that pick there. 1024^3 fp16: 84%
-        (graph-timed; 77% before the 128x64 tile joined the menu)
+Expect: ~1.35x s10 at 4096^3, ~95-98% of cuBLAS FP16/BF16 (H100 study run at a1ffdda, every
+        kernel of a shape timed the same way: fp16 94.8% / 97.5%, bf16 95.3% / 96.9% at 4096^3 /
+        8192^3, 676-756 TFLOP/s; earlier runs, which timed this stage in plain launches beside
+        graph-timed cuBLAS at 4096^3: 90-94% there, 97-98% at 8192^3). The 95% aim holds at
+        8192^3 and is borderline at 4096^3: no other of 13 swept tiles beat the 128x256x64 x
+        4-stage pick there. 1024^3 fp16: 84% (graph-timed; 77% before the 128x64 tile joined
+        the menu)
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s11_mma_pipeline.cu

@@ -18,11 +18,12 @@ Why:    s12 at 4096^3 launches cdiv(4096,256)*cdiv(4096,128) = 512 programs = 3.
         addressing. Host-side descriptors (s12's) hung the warp-specialised loop on the H100
         with Triton 3.6 (and a C descriptor built inside the loop faulted); built once at the
         top of the kernel, as Triton's own tests do, they run.
-Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (H100,
-        study.bench, graph-timed at 4096^3: 128x256x64 x 3 stages warp-specialised fp16 97.0% /
-        97.9%, bf16 97.1% / 98.8% at 4096^3 / 8192^3; the flattened loop without warp
-        specialisation, this stage until now, ran 98.7-101.2% in the same session: Triton 3.6's
-        Hopper warp specialisation costs ~1-3% here, where the hand-written CUDA pair gains)
+Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (H100
+        study run at a1ffdda: fp16 96.7% / 98.2%, bf16 96.8% / 98.9% at 4096^3 / 8192^3,
+        689-770 TFLOP/s, 128x256x64 x 3 stages; study.bench the same day: 96.5-97.1% /
+        97.9-99.3%). The flattened loop without warp specialisation, this stage until then, ran
+        98.7-101.2% in study.bench that session: Triton 3.6's Hopper warp specialisation costs
+        ~1-3% here, where the hand-written CUDA pair gains
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (a C TMA cannot store goes through masked pointer stores, not warp-specialised)
