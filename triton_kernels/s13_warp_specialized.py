@@ -23,7 +23,12 @@ Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192
         689-770 TFLOP/s, 128x256x64 x 3 stages; study.bench the same day: 96.5-97.1% /
         97.9-99.3%). The flattened loop without warp specialisation, this stage until then, ran
         98.7-101.2% in study.bench that session: Triton 3.6's Hopper warp specialisation costs
-        ~1-3% here, where the hand-written CUDA pair gains
+        ~1-3% here, where the hand-written CUDA pair gains. compute-sanitizer at ragged shapes
+        (67x40x72, 129x136x136, 67x45x72; beta 0 and 0.5): memcheck and synccheck clean;
+        racecheck clean on the flattened path, and on the warp-specialised one it reports
+        hazards between a shared-memory read at kernel entry and writes of the
+        warp_specialize region, the same report as on Triton's own test form of this loop
+        (device descriptors, TMA store): Triton's partition start-up, not this kernel's tiles
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (a C TMA cannot store goes through masked pointer stores, not warp-specialised)
