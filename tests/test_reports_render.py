@@ -174,3 +174,68 @@ def test_quick_run_never_replaces_the_full_tables():
     assert cli._root(p.parse_args(["reports", "--quick"])) == report.REPORTS / "quick"
     assert cli._root(p.parse_args(["reports"])) == report.REPORTS
     assert cli._root(p.parse_args(["reports", "--quick", "--out", "/tmp/x"])) == Path("/tmp/x")
+
+
+def test_one_timing_mode_per_shape_rule(monkeypatch):
+    """measure_shape's timing-mode rule without a GPU (Timer replaced by a fake that reports a
+    fixed call time): where the shape's fastest call is under GRAPH_BELOW_MS every call under
+    GRAPH_MAX_MS is graph-replayed, a longer one stays plain; where the fastest call is over
+    the line, none is graphed. A first single time that is inflated (host hiccup) does not decide
+    the mode: calls near the line are timed three times and the best counts."""
+    import torch
+
+    from study import harness
+    from study import measure as m
+
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+
+    class FakeTimer:
+        def __init__(self, call, ops, layout, flush):
+            self.call, self.graph, self.calls_per_rep, self.samples, self._pending = call, None, 1, [], []
+            self.singles = list(call.singles)
+
+        def warm(self):
+            return 0.0
+
+        def check(self):
+            return 0.0, 1.0
+
+        def single_ms(self):
+            return self.singles.pop(0) if len(self.singles) > 1 else self.singles[0]
+
+        def use_graph(self):
+            self.graph, self.calls_per_rep = object(), harness.GRAPH_CALLS
+
+        def queue(self):
+            self._pending.append(1)
+
+        def collect(self):
+            self.samples += [1.0] * len(self._pending)
+            self._pending = []
+
+        def timing(self):
+            return harness.Timing(1.0, 1.0, 1.0, len(self.samples), self.graph is not None)
+
+        def release(self):
+            pass
+
+    monkeypatch.setattr(harness, "Timer", FakeTimer)
+    monkeypatch.setattr(harness, "Operands", lambda *a, **k: None)
+
+    def call(*singles):
+        f = lambda a, b, c: None   # noqa: E731
+        f.singles = singles
+        return f
+
+    def modes(*calls):
+        entries = [(m.Entry("cuda", f"k{i}", "fp32", "NN"), c) for i, c in enumerate(calls)]
+        rows = m.measure_shape(entries, m.Shape(64, 64, 64), "fp32", None, m.Settings(), {})
+        return [r["graph"] for r in rows]
+
+    line, cap = harness.GRAPH_BELOW_MS, harness.GRAPH_MAX_MS
+    assert modes(call(0.5 * line), call(1.5 * line), call(2 * cap)) == [True, True, False]
+    assert modes(call(1.2 * line), call(3 * line)) == [False, False]
+    # first single inflated past the line, the next two under it: graphed, and so is its neighbour
+    assert modes(call(1.5 * line, 0.5 * line, 0.6 * line), call(3 * line)) == [True, True]
