@@ -17,8 +17,8 @@ Expect: ~1.35x s10 at 4096^3, ~95-98% of cuBLAS FP16/BF16 (H100 study run at a1f
         8192^3 and is borderline at 4096^3: no other of 13 swept tiles beat the 128x256x64 x
         4-stage pick there, nor, re-timed one mode per shape (study.bench, 94.3-94.8% at 4096^3,
         96.2-96.7% at 8192^3 for the pick), GROUP_M 16 (+0.2-0.4 points), 4 (-0.4 to -3),
-        3 stages (-13), 256x128 (-10) or 128x256x32 x 6 stages (-1.3 to -1.9). 1024^3 fp16: 84% (graph-timed; 77% before the 128x64 tile joined
-        the menu)
+        3 stages (-13), 256x128 (-10) or 128x256x32 x 6 stages (-1.3 to -1.9). 1024^3 fp16:
+        84% (graph-timed; 77% before the 128x64 tile joined the menu)
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s11_mma_pipeline.cu
