@@ -138,7 +138,11 @@ class Kernel:
         if p.K == 0:  # A @ B is all zeros: C = beta * C, and beta == 0 never reads C
             return c.zero_() if beta == 0 else c.mul_(beta)
         self._check_limits(p, a, b, c)
-        self._run(p, a, b, c, float(alpha), float(beta))
+        if a.device.type == "cuda":   # launch (and autotune) on the operands' GPU, not the current one
+            with torch.cuda.device(a.device):
+                self._run(p, a, b, c, float(alpha), float(beta))
+        else:
+            self._run(p, a, b, c, float(alpha), float(beta))
         return c
 
     def _allow_cpu(self) -> bool:

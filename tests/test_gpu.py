@@ -375,6 +375,20 @@ def test_every_config(kern):
                 at.cache.clear()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_operands_on_another_gpu(kern):
+    """Operands on cuda:1 while cuda:0 is current: the kernel runs (and tunes) on cuda:1 and
+    leaves the current device as it was. 16-byte rows, beta != 0, so TMA stages run too."""
+    k, prec, layout = kern
+    assert torch.cuda.current_device() == 0
+    try:
+        gc.check_case(k, gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout), prec, "cuda:1")
+    except ValueError as exc:
+        _assert_valid_refusal(k, exc)
+    assert torch.cuda.current_device() == 0
+
+
 def test_one_timing_mode_per_shape():
     """study.bench times every kernel of a shape the same way. The user kernel spins ~1.5 ms
     before a correct torch.mm, so alone it would be a plain launch (>= 1 ms); at 256^3 fp32,
