@@ -16,8 +16,9 @@ Why:    s12 at 4096^3 launches cdiv(4096,256)*cdiv(4096,128) = 512 programs = 3.
         once per SM; specialised, the producer warps load the next tile while the consumers
         run the epilogue, and the consumers hold 128 fp32 accumulators each without the load
         addressing. Host-side descriptors (s12's) hung the warp-specialised loop on the H100
-        with Triton 3.6 (and a C descriptor built inside the loop faulted); built once at the
-        top of the kernel, as Triton's own tests do, they run.
+        with Triton 3.6, flattened or not (with a C descriptor built inside the loop it faulted
+        or hung); built on the device once at the top of the kernel, as Triton's own tests do,
+        they run.
 Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (H100
         study run at a1ffdda: fp16 96.7% / 98.2%, bf16 96.8% / 98.9% at 4096^3 / 8192^3,
         689-770 TFLOP/s, 128x256x64 x 3 stages; study.bench the same day: 96.5-97.1% /
