@@ -6,6 +6,8 @@
   hinted row starts and bounds, shared with the fp16/bf16 pointer stages s10-s11.
 - `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
   `tma_config` / `tma_unsupported`: their tile configs (TMA box sizes stamped per config) and limits.
+- `even_tiles`: EVEN = the chosen tile divides M, N and K, so the tensor-core pointer stages
+  (s09, s11) load without masks there.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
   CPU (the interpreter has no device timer: take the first config and time nothing), and time
   with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
@@ -37,6 +39,17 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
     pid_m = first_m + (pid % progs_per_band) % band_rows
     pid_n = (pid % progs_per_band) // band_rows
     return pid_m, pid_n
+
+
+def _tiles_divide(args):
+    return (args["M"] % args["BLOCK_M"] == 0 and args["N"] % args["BLOCK_N"] == 0
+            and args["K"] % args["BLOCK_K"] == 0)
+
+
+# @triton.heuristics under @triton.autotune: evaluated after the autotuner has put a config's
+# BLOCK_M/N/K into the arguments, so EVEN is exact for the tile that runs (one more kernel
+# specialisation per config).
+even_tiles = triton.heuristics({"EVEN": _tiles_divide})
 
 
 def autotune_do_bench(kernel_call, quantiles):

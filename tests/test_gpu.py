@@ -352,10 +352,12 @@ def _check_config(k, cases, prec, label):
 def test_every_config(kern):
     """Autotuned stages: every configuration on ragged shapes, beta = 0 (NaN C) and beta != 0;
     the third shape has 16-byte rows (N, K multiples of 8), so stages that refuse the first two
-    (TMA, 16-byte cp.async) and the paths they take only for aligned rows run too."""
+    (TMA, 16-byte cp.async) and the paths they take only for aligned rows run too; the fourth
+    is a multiple of every tile (the unmasked EVEN path of Triton s09/s11)."""
     k, prec, layout = kern
     cases = [gc.Case(131, 137, 259, layout=layout), gc.Case(67, 45, 77, alpha=2.0, beta=0.5, layout=layout),
-             gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout)]
+             gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout),
+             gc.Case(256, 256, 256, alpha=1.5, beta=0.5, layout=layout)]
     if k.family == "cuda":
         from study.kernels import CudaKernel
         names = k.configs()

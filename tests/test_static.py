@@ -244,7 +244,7 @@ def _aot_variants(stage, precision: str, all_configs: bool, size: int = 512):
     import torch
 
     from study.kernels import DTYPES, _load_triton_module
-    from triton.runtime import jit
+    from triton.runtime import autotuner, jit
 
     mod = _load_triton_module(stage)
     dt = DTYPES[precision]
@@ -258,7 +258,10 @@ def _aot_variants(stage, precision: str, all_configs: bool, size: int = 512):
         mod.matmul(a, b, c, alpha=1.0, beta=0.0)
     out = []
     for fn, args, kwargs, configs in calls:
+        heuristics = []   # @triton.heuristics between autotune and jit: applied after the config
         while not isinstance(fn, jit.JITFunction):
+            if isinstance(fn, autotuner.Heuristics):
+                heuristics.append(fn.values)
             fn = fn.fn
         cfgs = configs if configs else [None]
         if not all_configs:
@@ -274,6 +277,9 @@ def _aot_variants(stage, precision: str, all_configs: bool, size: int = 512):
                     opts["maxnreg"] = cfg.maxnreg
                 if cfg.pre_hook:
                     cfg.pre_hook(dict(bound))
+            for values in heuristics:
+                for name, h in values.items():
+                    bound[name] = h(dict(bound))
             for p in fn.params:   # defaults of unbound parameters
                 if p.name not in bound and p.default is not inspect.Parameter.empty:
                     bound[p.name] = p.default

@@ -4,24 +4,27 @@ Change: vs s08, tl.dot runs on the tensor cores in TF32 (10-bit mantissa inputs,
         accumulate) instead of FFMA in IEEE fp32; B is read K-major (Layout: NT, b = w.t() of a
         contiguous (N, K) w), and the autotune list holds tensor-core tiles (BK = 32-64, 4-8 warps,
         3-4 stages). On sm_90 Triton lowers the dot to wgmma (HGMMA .TF32), elsewhere to mma.sync.
+        Where the chosen tile divides M, N and K (EVEN, set per config by tritonlib.even_tiles)
+        the K loop loads without masks.
 Why:    TF32 tensor cores peak ~8x the FP32 FMA pipe (cuBLAS TF32 ~364 vs FP32 ~52 TFLOP/s on the
         H100), so the ridge rises from ~22 to ~126 FLOP/B and the tile must feed them: a
         128 x 256 x 32 step loads (128 + 256) * 32 * 4 B = 48 KB for 2 * 128 * 256 * 32 FLOP,
         43 FLOP/B from shared memory, kept fed by 3-4 stages of cp.async (144-192 KB smem).
         Hopper's wgmma reads shared-memory operands transposed only for 16-bit types: a TF32 B
         tile must be K-major in shared memory. With row-major B (NN) Triton has to transpose it
-        on the way in with 4-byte copies, which is why this stage takes B as NT.
-Expect: ~75-80% of cuBLAS TF32 (NT) at 4096^3 and 8192^3, ~6.5x s08 (H100 study runs: 74-76%
-        and 77-78%, 291-306 and 315-317 TFLOP/s; this menu, 3 runs (2 through matmul()): 77-80% and 76-82%, 284-299
-        and 271-302 TFLOP/s, ~1-4% over the previous menu, within the GPU's run-to-run noise).
-        No config of an 18-config sweep passed 82%, so the 85% goal is not reached by tuning:
-        the warps that issue wgmma also issue the
-        cp.async copies (12 16-byte LDGSTS per thread per K step at 128 x 256 x 32) and waits;
-        s12 moves the copies to TMA. Row-major B (NN) runs correctly but at ~0.28x of NT, a
-        finding the study measures (study runs: 82-86 TFLOP/s at 4096^3, 21% of cuBLAS
-        TF32 NN: B moves as 4-byte copies, and the 128x256 config spills 576 B in that
-        specialisation). Error vs fp64
-        ~8e-4 relative (TF32 rounding), not fp32's ~1e-6.
+        on the way in with 4-byte copies, which is why this stage takes B as NT. Masks cost more
+        than their instructions here: a masked copy is a predicated cp.async with a zero-fill
+        size chosen per K step (SEL/ISETP; 167 SASS instructions per K step at 128x256x32 vs
+        123 unmasked), and on the H100 the unmasked loop ran 1.13x faster (study.bench, same
+        config, 2 rounds: 74.0-74.2% -> 84.1-84.6% of cuBLAS at 4096^3, 76.9-77.1% -> 86.9-87.0%
+        at 8192^3), where s11's fp16 loop gained 1%.
+Expect: ~84-87% of cuBLAS TF32 (NT) at 4096^3 and 8192^3 with the unmasked loop, ~7.5x s08
+        (study.bench above; H100 study runs with masks everywhere: 74-76% and 77-78%, 291-306
+        and 315-317 TFLOP/s, and no config of an 18-config sweep passed 82%). Row-major B (NN)
+        runs correctly but at ~0.28x of NT, a finding the study measures (study runs: 82-86
+        TFLOP/s at 4096^3, 21% of cuBLAS TF32 NN: B moves as 4-byte copies, and the 128x256
+        config spills 576 B in that specialisation). Error vs fp64 ~8e-4 relative (TF32
+        rounding), not fp32's ~1e-6.
 Limits: none (any M, N, K >= 1, any strides of b; 128-bit loads need 16-byte aligned rows, K and
         N multiples of 4, else 4-byte loads)
 Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
@@ -30,7 +33,7 @@ Pair:   cuda_src/s09_tf32_wmma.cu
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, autotune_prune, grouped_tile
+from study.tritonlib import autotune_do_bench, autotune_prune, even_tiles, grouped_tile
 
 
 def _cfg(bm, bn, bk, warps, stages, group=8):
@@ -53,11 +56,12 @@ CONFIGS = [
 
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"], restore_value=["c_ptr"],
                  do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": autotune_prune})
+@even_tiles   # EVEN: this config's tile divides M, N and K
 @triton.jit
 def s09_tf32_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, stride_bk, stride_bn, ldc, alpha, beta,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          GROUP_M: tl.constexpr, VEC: tl.constexpr, B_KMAJOR: tl.constexpr,
-                         BETA_ZERO: tl.constexpr):
+                         BETA_ZERO: tl.constexpr, EVEN: tl.constexpr):
     tl.static_assert(BLOCK_K >= 16 and BLOCK_K % 8 == 0, "TF32 mma takes K in steps of 8, tl.dot >= 16")
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
     tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
@@ -97,9 +101,13 @@ def s09_tf32_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, stride_bk, stride_bn
 
     # --- loop over K: masked tails read 0; stages issue cp.async ahead of the wgmma ----------
     for k0 in range(0, K, BLOCK_K):
-        in_k = (k0 + offs_k) < k_lim
-        a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
+        if EVEN:   # the tile divides M, N and K: plain copies, no masks
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:      # masked copies (zero-fill past M, N, K)
+            in_k = (k0 + offs_k) < k_lim
+            a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
         acc = tl.dot(a, b, acc, input_precision="tf32")  # tensor cores, inputs rounded to TF32
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * stride_bk
