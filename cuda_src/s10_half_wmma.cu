@@ -10,7 +10,7 @@
 //         instruction) instead of s09's 32-bit LDS. Rows padded by 8 elements (16 B) put
 //         the 8 rows an 8x8 ldmatrix phase reads on 8 different 16-byte bank groups.
 //         Accumulating in fp32 keeps the K-sum exact to ~1e-6; only the final store rounds.
-// Expect: ~2.7x s09 at 4096^3 (~290-320 TFLOP/s, ~40-43% of cuBLAS FP16/BF16 at 4096^3 and 8192^3);
+// Expect: ~2.7x s09 at 4096^3 (~280-320 TFLOP/s, ~40-43% of cuBLAS FP16/BF16 at 4096^3 and 8192^3);
 //         rel. error vs fp64 ~2e-4 (fp16 out) and ~1.7e-3 (bf16 out), set by the output rounding
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), else ValueError; any M, N, K >= 1 otherwise

@@ -30,8 +30,8 @@
 //         run-to-run noise under the 700 W power cap: 4 vs 3 stages, GROUP_M 8 vs 16, spreading
 //         a tile's 12 copies over two k16 steps (0 to -4%).
 // Expect: ~420-450 TFLOP/s at 4096^3 and 8192^3, ~1.35x s10. The share of cuBLAS depends on
-//         how cuBLAS is timed: the three study runs (short L2-flushed bursts) read cuBLAS at
-//         713-785 and this stage at 53-57% (fp16 381-421 TFLOP/s) and 54-58% (bf16 404-450) at
+//         how cuBLAS is timed: the four study runs (short L2-flushed bursts) read cuBLAS at
+//         701-785 and this stage at 53-57% (fp16 380-421 TFLOP/s) and 54-58% (bf16 400-450) at
 //         4096^3 and 8192^3; back-to-back do_bench rounds, where cuBLAS read 650-725 under the
 //         700 W power cap, gave 60% / 65% (fp16 421 / 425) and 61% / 66% (bf16 441 / 440).
 //         mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650,

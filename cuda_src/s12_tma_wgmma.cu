@@ -13,8 +13,8 @@
 //         64x256 fp32 = 128 accumulator registers per thread. 4 stages x 48 KB = 192 KB: one CTA
 //         per SM with three k-steps of loads in flight. (128x128 tiles with 3 stages and 2 CTAs
 //         per SM, 64 FLOP/B, measured 72-77%: see Measured.)
-// Expect: ~85-95% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.5x s11 (study runs: fp16 84-86% /
-//         94%, bf16 83-87% / 94%, 616-738 TFLOP/s; wgmma runs at the full Hopper tensor rate,
+// Expect: ~85-95% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.5x s11 (study runs: fp16 84-87% /
+//         94-95%, bf16 83-87% / 94-95%, 606-738 TFLOP/s; wgmma runs at the full Hopper tensor rate,
 //         mma.sync at about two thirds of it)
 // Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
 //         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1

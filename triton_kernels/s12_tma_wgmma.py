@@ -12,8 +12,9 @@ Why:    a 128x256x64 stage is (128+256)*64*2 B = 48 KiB: s11 moves it as 3072 16
         and grouped order as s11 (its pick 128x256, this stage's 256x128: 85 FLOP/B either
         way), so the gain is issue slots and registers, not traffic.
 Expect: ~1.0x s11 at 4096^3, ~95-99% of cuBLAS FP16/BF16 (NT) with 256x128x64 x 4 stages
-        (H100 study run at a1ffdda, every kernel of a shape timed the same way: fp16 96.2% /
-        98.8%, bf16 95.6% / 98.4% at 4096^3 / 8192^3, 686-765 TFLOP/s; earlier runs that timed
+        (H100 study runs at a1ffdda and 8e3ed12, every kernel of a shape timed the same way:
+        fp16 96.2-96.5% / 98.8-99.4%, bf16 95.6-97.0% / 98.4-99.7% at 4096^3 / 8192^3, 674-765
+        TFLOP/s; earlier runs that timed
         this stage in plain launches beside graph-timed cuBLAS read 92-93% fp16 at 4096^3).
         GROUP_M, study.bench at 4096^3 / 8192^3 (points of cuBLAS vs 8): 4 -0.7 / -0.8, 16
         -1.3 / -1.6, 32 -1.3 / -6; 128x256x64 x 4 stages -14; 256x128 x 3 stages -4 / -3
