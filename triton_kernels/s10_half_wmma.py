@@ -9,8 +9,8 @@ Why:    half the bytes per operand and the full-rate tensor-core path: H100 dens
         H100 DRAM ridge (~266 FLOP/B for BF16), so it runs near peak only while most tile loads
         hit L2; row-major program order gives no help there (s11 adds grouping).
 Expect: ~65-70% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (four H100 study runs: fp16 470-526
-        / 491-518 TFLOP/s, bf16 491-539 / 511-536); with 16-byte rows (VEC hint) ragged sizes such as 1000^3 keep 16-byte
-        copies instead of 2-byte loads
+        / 491-518 TFLOP/s, bf16 491-539 / 511-536); with 16-byte rows (VEC hint) ragged sizes
+        such as 1000^3 keep 16-byte copies instead of 2-byte loads
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s10_half_wmma.cu

@@ -21,8 +21,8 @@ Why:    s12 at 4096^3 launches cdiv(4096,256)*cdiv(4096,128) = 512 programs = 3.
         they run.
 Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (H100
         study runs at a1ffdda and 8e3ed12: fp16 96.7-97.1% / 98.2-98.4%, bf16 96.8-97.3% /
-        98.9-99.5% at 4096^3 / 8192^3, 679-770 TFLOP/s, 128x256x64 x 3 stages; study.bench the same day: 96.5-97.1% /
-        97.9-99.3%). The flattened loop without warp specialisation, this stage until then, ran
+        98.9-99.5% at 4096^3 / 8192^3, 679-770 TFLOP/s, 128x256x64 x 3 stages; study.bench
+        the same day: 96.5-97.1% / 97.9-99.3%). The flattened loop without warp specialisation, this stage until then, ran
         98.7-101.2% in study.bench that session: Triton 3.6's Hopper warp specialisation costs
         ~1-3% here, where the hand-written CUDA pair gains. compute-sanitizer at ragged shapes
         (67x40x72, 129x136x136, 67x45x72; beta 0 and 0.5): memcheck and synccheck clean;
