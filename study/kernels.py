@@ -6,6 +6,7 @@ it is raises ValueError/TypeError naming the argument and what was expected.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import numbers
 import sys
@@ -138,10 +139,8 @@ class Kernel:
         if p.K == 0:  # A @ B is all zeros: C = beta * C, and beta == 0 never reads C
             return c.zero_() if beta == 0 else c.mul_(beta)
         self._check_limits(p, a, b, c)
-        if a.device.type == "cuda":   # launch (and autotune) on the operands' GPU, not the current one
-            with torch.cuda.device(a.device):
-                self._run(p, a, b, c, float(alpha), float(beta))
-        else:
+        # launch (and autotune) on the operands' GPU, not the current one
+        with torch.cuda.device(a.device) if a.device.type == "cuda" else contextlib.nullcontext():
             self._run(p, a, b, c, float(alpha), float(beta))
         return c
 

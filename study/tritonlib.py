@@ -5,7 +5,8 @@
   s05-s08 reuse unchanged: those stages change only knobs around it. `hinted_offsets`: its
   hinted row starts and bounds, shared with the fp16/bf16 pointer stages s10-s11.
 - `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
-  `tma_config` / `tma_unsupported`: their tile configs (TMA box sizes stamped per config) and limits.
+  `tma_config` / `tma_unsupported`: their tile configs (host-side TMA box sizes stamped per
+  config) and limits.
 - `even_tiles`: EVEN = the chosen tile divides M, N and K, so the tensor-core pointer stages
   (s09, s11) load without masks there.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
@@ -136,15 +137,17 @@ def _set_tma_block_shapes(nargs):
     nargs["b_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
 
 
-def tma_config(bm, bn, bk, stages, warps, group_m):
-    """A tile config of the TMA stages (s12, s13): a_desc / b_desc get its box sizes before
-    launch. Checked against the TMA and wgmma limits; smem = stages * (bm + bn) * bk * 2 B."""
+def tma_config(bm, bn, bk, stages, warps, group_m, host_descriptors=True):
+    """A tile config of the TMA stages (s12, s13): with host_descriptors, a_desc / b_desc get its
+    box sizes before launch (s13 builds its descriptors on the device from the BLOCK sizes).
+    Checked against the TMA and wgmma limits; smem = stages * (bm + bn) * bk * 2 B."""
     assert bk * 2 <= 128, "BLOCK_K * 2 B must fit one 128-byte TMA swizzle row"
     assert bm <= 256 and bn <= 256, "a TMA box is at most 256 rows"
     assert bm % 64 == 0 and bn % 8 == 0, "tile must fit wgmma (M % 64, N % 8)"
     assert stages * (bm + bn) * bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                         num_stages=stages, num_warps=warps, pre_hook=_set_tma_block_shapes)
+                         num_stages=stages, num_warps=warps,
+                         pre_hook=_set_tma_block_shapes if host_descriptors else None)
 
 
 def tma_unsupported(a, b, c):

@@ -22,9 +22,10 @@ Why:    s12 at 4096^3 launches cdiv(4096,256)*cdiv(4096,128) = 512 programs = 3.
 Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (H100
         study runs at a1ffdda and 8e3ed12: fp16 96.7-97.1% / 98.2-98.4%, bf16 96.8-97.3% /
         98.9-99.5% at 4096^3 / 8192^3, 679-770 TFLOP/s, 128x256x64 x 3 stages; study.bench
-        the same day: 96.5-97.1% / 97.9-99.3%). The flattened loop without warp specialisation, this stage until then, ran
-        98.7-101.2% in study.bench that session: Triton 3.6's Hopper warp specialisation costs
-        ~1-3% here, where the hand-written CUDA pair gains. compute-sanitizer at ragged shapes
+        the same day: 96.5-97.1% / 97.9-99.3%). The flattened loop without warp
+        specialisation, this stage until then, ran 98.7-101.2% in study.bench that session:
+        Triton 3.6's Hopper warp specialisation costs ~1-3% here, where the hand-written CUDA
+        pair gains. compute-sanitizer at ragged shapes
         (67x40x72, 129x136x136, 67x45x72; beta 0 and 0.5): memcheck and synccheck clean;
         racecheck clean on the flattened path, and on the warp-specialised one it reports
         hazards between a shared-memory read at kernel entry and writes of the
@@ -43,15 +44,13 @@ import triton
 import triton.language as tl
 
 from study.tritonlib import (INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile,
-                             store_c_tile, tma_unsupported)
+                             store_c_tile, tma_config, tma_unsupported)
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
 
 def _config(bm, bn, bk, stages, warps):
-    assert bk * 2 <= 128 and bm <= 256 and bn <= 256 and bm % 64 == 0 and bn % 8 == 0
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
-                         num_stages=stages, num_warps=warps)
+    return tma_config(bm, bn, bk, stages, warps, GROUP_M, host_descriptors=False)
 
 
 # Warp-specialised tiles (BM, BN, BK, stages, warps): num_warps=4 is the consumer side Triton
@@ -83,7 +82,8 @@ def _num_sms(device_index):
 
 
 def _scratch(size, alignment, stream):
-    # Device-side descriptors live in a small global scratch buffer Triton asks for per launch.
+    # Device-side descriptors live in a small global scratch buffer Triton asks for per launch;
+    # "cuda" is the operands' GPU: study.Kernel launches under a device guard.
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
