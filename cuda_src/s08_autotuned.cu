@@ -1,18 +1,26 @@
 // s08_autotuned: s07's kernel over a menu of tile configurations, picked per GPU and shape
 //
 // Change: vs s07, the warp-tiled cp.async kernel is instantiated for several (BM, BN, BK, TM x TN,
-//         warps, stages, blocks per SM) and exposed as 7 configurations (all BK = 16: BK = 8
-//         never won a shape on the H100); study times them per GPU and shape class and caches
-//         the winner. The default is the best measured at 4096^3.
+//         stages, blocks per SM, cross-slice prefetch) and exposed as 9 configurations; study
+//         times them per GPU and shape class and caches the winner. The default is the best
+//         measured at 4096^3 and 8192^3. The prefetch knob (_pf1) moves the slice's barrier
+//         before its last k step so the next slice's first fragments load under the last FFMAs
+//         (register double-buffering across slices, s05's idea applied to the cp.async ring).
 // Why:    the best tile is a balance no single choice wins everywhere. Larger BK halves the
-//         per-slice overhead (barrier, wait, ~30 copy/address instructions per 512 FFMA at
-//         BK = 8); more stages hide more L2 latency but cost shared memory; 128x256 or 256x128
-//         tiles raise intensity (85 vs 64 FLOP/B from L2) and FFMA per LDS (128 per 6 vs 64 per
-//         4) but need ~215 registers (one block per SM, 8 warps to hide latency) and waste more
-//         in tails and waves (4096^3 with 128x256: 512 blocks = 3.9 waves of 132). Small tiles
-//         (64x128, 128x64, 4 blocks per SM) keep all 132 SMs busy on small problems.
-// Expect: ~1.1x s07 at 4096^3 fp32 with the default (H100: 47.4 TFLOP/s = 92% of cuBLAS FP32 at
-//         4096^3, 48.3 = 96% at 8192^3); >= s07 on every shape the tuner sees
+//         per-slice overhead (barrier, wait, copy/address instructions); more stages hide more
+//         L2 latency but cost shared memory; 128x256 or 256x128 tiles raise intensity (85 vs 64
+//         FLOP/B from L2) and FFMA per LDS (128 per 6 vs 64 per 4) but need ~215-245 registers
+//         (one block per SM, 8 warps, 2 per scheduler) and waste more in tails and waves (4096^3
+//         with 128x256: 512 blocks = 3.9 waves of 132). With 2 warps per scheduler every cycle a
+//         warp waits matters: ncu (4096^3, 128x256x16 without prefetch) shows the schedulers idle
+//         20% of cycles, 2.5 cycles per issued instruction; each slice began with a barrier and
+//         then an LDS round trip before the first FFMA. With the prefetch, BK = 32 pays (one
+//         barrier per 4096 FFMA per thread): without it BK = 32 was 3% slower than BK = 16.
+//         Small tiles (64x128, 128x64, 4 blocks per SM) keep all 132 SMs busy on small problems.
+// Expect: ~1.15x s07 at 4096^3 fp32 with the default (H100, study.bench, 2 rounds:
+//         128x256x32 s4 prefetch 49.5 TFLOP/s = 96% of cuBLAS FP32 at 4096^3, 50.7 = 98% at
+//         8192^3; the same tile at BK 16 without prefetch, the earlier default: 47.3 = 92% and
+//         47.9 = 93%); >= s07 on every shape the tuner sees
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
 //         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
@@ -22,35 +30,39 @@
 
 namespace s08_autotuned {
 
-// The menu: WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MIN_BLOCKS>. Threads follow from the
-// tiles: NT = 32 * (BM / 4TM) * (BN / 8TN). Shared memory = STAGES * BK * (BM + 4 + BN) * 4 B.
-template <int BM, int BN, int BK, int TM, int TN, int STAGES, int MINB>
-struct Config : simt::WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MINB> {};
+// The menu: WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MIN_BLOCKS, GROUP_M = 8, PREFETCH>.
+// Threads follow from the tiles: NT = 32 * (BM / 4TM) * (BN / 8TN). Shared memory =
+// STAGES * BK * (BM + 4 + BN) * 4 B.
+template <int BM, int BN, int BK, int TM, int TN, int STAGES, int MINB, int PF>
+struct Config : simt::WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MINB, 8, PF != 0> {};
 
-// Each entry is one instantiation; the name spells BMxBNxBK_TMxTN_sSTAGES_bMIN_BLOCKS.
+// Each entry is one instantiation; the name spells BMxBNxBK_TMxTN_sSTAGES_bMIN_BLOCKS_pfPREFETCH.
 // Pruned to the configurations that won a shape class on the H100 (reports/, autotune.csv)
 // plus the two tall/wide-C shapes: every entry costs ~2.5 s of cold compile (two kernels:
 // 16-byte and 4-byte copy paths). Dropped after measuring: 128x128x8 (s07's own), 128x128x16
-// (3 and 4 stages, 8x8 and 16x8) and 128x256x8: never fastest at any study shape.
-#define S08_CONFIGS(X)                                                                        \
-  X(128, 256, 16, 16, 8, 3, 1)  /* 256 thr, 16x8, ~215 regs, 1 block/SM, 74 KiB          */ \
-  X(128, 256, 16, 16, 8, 4, 1)  /* deeper pipeline, 99 KiB                               */ \
-  X(256, 128, 16, 16, 8, 3, 1)  /* 256 thr, 16x8, 74 KiB: tall C                         */ \
-  X( 64, 256, 16,  8, 8, 3, 2)  /* 256 thr, 8x8, 62 KiB, 2 blocks/SM                     */ \
-  X( 64, 128, 16,  8, 8, 3, 4)  /* 128 thr, 37 KiB, 4 blocks/SM: small problems          */ \
-  X( 64, 128, 16,  8, 8, 4, 4)  /* 50 KiB                                                */ \
-  X(128,  64, 16,  8, 8, 4, 4)  /* 128 thr, 42 KiB: tall-skinny C                        */
+// (3 and 4 stages, 8x8 and 16x8), 128x256x8, and 128x256x16 without prefetch (92% / 93% of
+// cuBLAS at 4096^3 / 8192^3 against 94% / 95% with it); 256x128 with prefetch ran 88%.
+#define S08_CONFIGS(X)                                                                           \
+  X(128, 256, 32, 16, 8, 4, 1, 1)  /* 256 thr, 16x8, 243 regs, 1 block/SM, 194 KiB: default    */ \
+  X(128, 256, 32, 16, 8, 3, 1, 1)  /* 146 KiB, within 0.5% of the default                    */ \
+  X(128, 256, 16, 16, 8, 3, 1, 1)  /* 73 KiB: shallow K                                      */ \
+  X(256, 128, 16, 16, 8, 3, 1, 0)  /* 256 thr, 16x8, 74 KiB: tall C                         */ \
+  X(128, 128, 16,  8, 8, 4, 2, 1)  /* 256 thr, 8x8, 65 KiB, 2 blocks/SM                     */ \
+  X( 64, 256, 16,  8, 8, 3, 2, 0)  /* 256 thr, 8x8, 62 KiB, 2 blocks/SM                     */ \
+  X( 64, 128, 16,  8, 8, 3, 4, 0)  /* 128 thr, 37 KiB, 4 blocks/SM: small problems          */ \
+  X( 64, 128, 16,  8, 8, 4, 4, 0)  /* 50 KiB                                                */ \
+  X(128,  64, 16,  8, 8, 4, 4, 0)  /* 128 thr, 42 KiB: tall-skinny C                        */
 
-#define S08_NAME(BM, BN, BK, TM, TN, S, B) #BM "x" #BN "x" #BK "_" #TM "x" #TN "_s" #S "_b" #B,
-#define S08_TYPE(BM, BN, BK, TM, TN, S, B) Config<BM, BN, BK, TM, TN, S, B>,
+#define S08_NAME(BM, BN, BK, TM, TN, S, B, PF) #BM "x" #BN "x" #BK "_" #TM "x" #TN "_s" #S "_b" #B "_pf" #PF,
+#define S08_TYPE(BM, BN, BK, TM, TN, S, B, PF) Config<BM, BN, BK, TM, TN, S, B, PF>,
 
 template <class... Cfgs> struct Menu {};
 using Configs = Menu<S08_CONFIGS(S08_TYPE) void>;  // trailing void ends the list
 constexpr const char* NAMES[] = {S08_CONFIGS(S08_NAME)};
 constexpr int NUM_CONFIGS = sizeof(NAMES) / sizeof(NAMES[0]);
 
-// Default for the two-argument launch(): 128x256x16_16x8_s3_b1, the best at 4096^3 and 8192^3
-// on the H100 (47.4 and 48.3 TFLOP/s; 128x128x16_8x8: 45.3 and 46.2).
+// Default for the two-argument launch(): 128x256x32_16x8_s4_b1_pf1, the best at 4096^3 and
+// 8192^3 on the H100 (49.5 and 50.7 TFLOP/s; 128x256x16_16x8_s3_b1_pf1: 48.5 and 49.1).
 constexpr int DEFAULT_CONFIG = 0;
 static_assert(DEFAULT_CONFIG < NUM_CONFIGS, "the default must be on the menu");
 
@@ -70,7 +82,7 @@ inline cudaError_t launch_nth(const gemm::Problem<float>&, cudaStream_t, int, Me
 
 const char* unsupported(const gemm::Problem<float>& p) {
   // The smallest tiles (64 rows or columns) give the largest grid: checking it covers all.
-  return simt::warp_tiled_unsupported<Config<64, 64, 8, 8, 8, 2, 1>>(p);
+  return simt::warp_tiled_unsupported<Config<64, 64, 8, 8, 8, 2, 1, 0>>(p);
 }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream, int config) {

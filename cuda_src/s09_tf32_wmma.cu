@@ -1,29 +1,31 @@
-// s09_tf32_wmma: TF32 tensor cores through WMMA
+// s09_tf32_wmma: TF32 tensor cores through WMMA fragments
 //
 // Change: vs s08, the inner product leaves the FP32 pipes: each warp multiplies 16x16x8 TF32
-//         fragments on the tensor cores (nvcuda::wmma::mma_sync, precision::tf32), loaded with
+//         WMMA fragments (nvcuda::wmma, precision::tf32) on the tensor cores, loaded with
 //         ldmatrix from padded shared tiles that a 4-stage cp.async pipeline fills; B is read
-//         K-major (layout NT).
+//         K-major (layout NT). The multiply itself is issued as two mma.sync m16n8k8 on the
+//         fragments' registers rather than wmma::mma_sync (see mma_tf32 below).
 // Why:    H100 FP32 FFMA peaks at ~65 TFLOP/s (measured); cuBLAS TF32 (wgmma) reaches ~340-400.
-//         WMMA has its own, lower ceiling: nvcc 13 lowers a tf32 m16n16k8 wmma::mma_sync to four
-//         HMMA.1684 (k = 4), not the two HMMA.1688 that a raw mma.sync m16n8k8 pair gives, and
-//         register-only chains of it peak at ~244 TFLOP/s on the H100 (mma.sync m16n8k8: ~317;
-//         ncu: one HMMA.1684 holds the tensor pipe ~4.2 cycles). Feeding the tensor cores is the
-//         rest of the work: a 128x256x32 block tile loads (128+256)*32*4 B = 48 KiB per 2 MFLOP
+//         wmma::mma_sync has its own, lower ceiling: nvcc 13 lowers a tf32 m16n16k8 mma_sync
+//         to four HMMA.1684 (k = 4), and register-only chains of it peak at ~244 TFLOP/s on the
+//         H100, against ~317 for mma.sync m16n8k8 (HMMA.1688, k = 8) on the same registers
+//         (ncu: one HMMA.1684 holds the tensor pipe ~4.2 cycles). With wmma::mma_sync this
+//         kernel ran 151-170 TFLOP/s (41-44% of cuBLAS, ~65% of the 244 ceiling, tensor pipe
+//         busy 73%); issuing HMMA.1688 on the same fragments gives 206-217 (53%), half the
+//         tensor-core instructions for the same FLOPs. Feeding the tensor cores is the rest of
+//         the work: a 128x256x32 block tile loads (128+256)*32*4 B = 48 KiB per 2 MFLOP
 //         (43 FLOP/B from L2, vs 32 for 128x128); fragments load as one LDSM.x4 per 16x8 quarter
 //         (ldmatrix on 32-bit data: an 8x8 b16 matrix is 8 rows x 4 floats, the tf32 fragment
 //         shape) instead of 4 LDS.32 through wmma.load, double-buffered across k8 steps and K
 //         tiles (the barrier sits before a tile's last k8 step). Operands go in as raw fp32 bits
 //         (the tensor core ignores the low 13 mantissa bits: truncation, within the tolerance
-//         policy). ncu at 4096^3: tensor pipe busy 73% of cycles, ~0 shared-load bank conflicts,
-//         shared pipe 37%, L2 49%; stalls are the fixed HMMA latency with two warps per
-//         scheduler (64x64 warp tiles need ~250 registers). 16 warps of 32x64 (128 registers)
-//         ran 20% slower (tensor pipe 54%, 1.5x the ldmatrix traffic), and a branch-free
-//         prefetch 2-4% slower.
-// Expect: ~42% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100 study runs: 159.4-170.1 TFLOP/s,
-//         41-42% of cuBLAS's 390-409; do_bench medians: 151-155 / 153-156, 42-44% / 45-46% of
-//         354-364 / 337-346), ~63-70% of the WMMA ceiling; 1.35x the earlier s09 (wmma.load, explicit rounding,
-//         128x128 tiles: 110 / 115); rel. error vs fp64 ~7.9e-4 (operands truncated to TF32)
+//         policy). 64x64 warp tiles need ~250 registers, so 2 warps per scheduler; 16 warps of
+//         32x64 (128 registers) ran 20% slower (1.5x the ldmatrix traffic), and a branch-free
+//         prefetch 2-4% slower (both measured with wmma::mma_sync).
+// Expect: ~53% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100, study.bench, 2 runs: 206-207
+//         TFLOP/s = 52.5-53.2% at 4096^3, 217 = 53.3-53.4% at 8192^3; cuBLAS 389-392 / 406),
+//         ~1.3x the same kernel with wmma::mma_sync; rel. error vs fp64 ~7.8e-4 (operands
+//         truncated to TF32)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K a multiple of 4), and a GPU that gives a block 216 KiB of shared
 //         memory (sm_90 class), else ValueError; any M, N, K >= 1 otherwise
@@ -55,13 +57,34 @@ static_assert(FragA::num_elements == 4 && FragB::num_elements == 4, "tf32 fragme
 // floats (16 B per row), lane l gets row l / 4, float l % 4 of each, and lanes 8q..8q+7 give
 // the row addresses of matrix q. So one LDSM.x4 fills a fragment if matrix q is the q-th
 // 8 x 4 quarter in that order. The 4 registers land in consecutive registers, the pairs
-// HMMA.1684 takes as its A operand, so no moves are needed either.
+// HMMA.1688 takes as its A operand, so no moves are needed either.
 __device__ __forceinline__ void ldsm_x4(float (&x)[4], const float* p) {
   uint32_t r[4];
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)));
 #pragma unroll
   for (int e = 0; e < 4; ++e) x[e] = __uint_as_float(r[e]);
+}
+
+// The multiply. wmma::mma_sync on these fragments compiles (nvcc 13, sm_80 to sm_90a) to four
+// HMMA.1684 (m16n8k4): in its SASS, accumulator registers x[0..3] are the n-half 0..7 and
+// x[4..7] the n-half 8..15, in mma.sync's C layout ((g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1));
+// A pairs x[0..1] (k 0-3) and x[2..3] (k 4-7) go with B registers x[0] / x[1] (half 0) and x[2]
+// / x[3] (half 1). Those are exactly the operands of mma.sync.m16n8k8.tf32, whose A fragment is
+// (g, t), (g+8, t), (g, t+4), (g+8, t+4) and B fragment (k t, n g), (k t+4, n g). So the same
+// fragments feed two HMMA.1688 (k = 8) instead: half the tensor-core instructions for the same
+// FLOPs, and the k8 form runs at ~317 TFLOP/s in register-only chains on the H100 against ~244
+// for WMMA's lowering.
+__device__ __forceinline__ void mma_tf32(FragC& c, const FragA& a, const FragB& b) {
+  const uint32_t* ua = reinterpret_cast<const uint32_t*>(a.x);
+  const uint32_t* ub = reinterpret_cast<const uint32_t*>(b.x);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c.x[4 * h]), "+f"(c.x[4 * h + 1]), "+f"(c.x[4 * h + 2]), "+f"(c.x[4 * h + 3])
+        : "r"(ua[0]), "r"(ua[1]), "r"(ua[2]), "r"(ua[3]), "r"(ub[2 * h]), "r"(ub[2 * h + 1]));
 }
 
 // Tile configuration. The default is the one launch() uses; other instantiations exist only so
@@ -204,7 +227,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<fl
 #pragma unroll
       for (int i = 0; i < FM; ++i)
 #pragma unroll
-        for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[ks % 2][i], b[ks % 2][j], acc[i][j]);
+        for (int j = 0; j < FN; ++j) mma_tf32(acc[i][j], a[ks % 2][i], b[ks % 2][j]);
       if (ks == KSTEPS - 1) cur = nxt;
     }
   }

@@ -4,6 +4,9 @@
 // instantiates it over several tile configurations. A stage passes its own Config type (derived
 // from WarpTiledConfig) so that the kernel symbol carries the stage's namespace in profiles.
 //
+// PREFETCH (a Config knob, off in s07, tuned in s08) moves each slice's barrier before its last
+// k step and loads the next slice's first fragments there, under the last step's FFMAs.
+//
 // Work decomposition (numbers for BM = BN = 128, TM = TN = 8):
 //   block  BM x BN            (128 x 128)   NT = 32 * WARPS_M * WARPS_N threads (256)
 //   warp   WM x WN = 4TM x 8TN  (32 x 64)   warps arranged WARPS_M x WARPS_N (4 x 2)
@@ -24,8 +27,10 @@
 
 namespace simt {
 
-template <int BM_, int BN_, int BK_, int TM_, int TN_, int STAGES_, int MIN_BLOCKS_, int GROUP_M_ = 8>
+template <int BM_, int BN_, int BK_, int TM_, int TN_, int STAGES_, int MIN_BLOCKS_, int GROUP_M_ = 8,
+          bool PREFETCH_ = false>
 struct WarpTiledConfig {
+  static constexpr bool PREFETCH = PREFETCH_;          // next slice's k = 0 fragments before the barrier
   static constexpr int BM = BM_, BN = BN_, BK = BK_;   // block tile, K depth per slice
   static constexpr int TM = TM_, TN = TN_;             // outputs per thread
   static constexpr int STAGES = STAGES_;               // slices resident in shared memory
@@ -48,6 +53,18 @@ struct WarpTiledConfig {
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is capped at 227 KiB");
   static_assert(MIN_BLOCKS * NT * 64 <= 65536, "MIN_BLOCKS blocks must fit the register file at >= 64 regs/thread");
 };
+
+// One k step's fragments of a lane: TM/4 float4 of A (groups 16 rows apart, from the transposed
+// As row) and TN/4 float4 of B (32 columns apart).
+template <int TM, int TN>
+__device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], const float* as, const float* bs) {
+#pragma unroll
+  for (int g = 0; g < TM / 4; ++g)
+    *reinterpret_cast<float4*>(a + 4 * g) = *reinterpret_cast<const float4*>(as + 16 * g);
+#pragma unroll
+  for (int g = 0; g < TN / 4; ++g)
+    *reinterpret_cast<float4*>(b + 4 * g) = *reinterpret_cast<const float4*>(bs + 32 * g);
+}
 
 template <class Cfg, bool kVec>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(gemm::Problem<float> p) {
@@ -87,6 +104,51 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     gemm::cp_async_commit();
   }
 
+  if constexpr (Cfg::PREFETCH) {
+    // --- loop over K with register double-buffering across slices: the barrier sits before
+    // the last k step, so slice kt+1's first fragments load while slice kt's last FFMAs run
+    // (no LDS latency bubble after the barrier). At that barrier every warp has read all of
+    // slice kt (its last fragments were fetched during step BK-2), so its slot is refilled
+    // at the top of slice kt+1.
+    static_assert(BK % 2 == 0 && STAGES >= 3, "fragment buffers alternate per k step; 3+ slots");
+    gemm::cp_async_wait<STAGES - 2>();  // slice 0 has landed (this thread's copies) ...
+    __syncthreads();                    // ... and everyone's
+    float a[2][TM], b[2][TN];  // fragments of steps k (buffer k % 2) and k + 1
+    int read = 0, write = STAGES - 1;
+    load_fragments(a[0], b[0], As + a_col, Bs + b_col);
+    for (int kt = 0; kt < KT; ++kt) {
+      const int next = kt + STAGES - 1;
+      if (next < KT) {
+        tiles.copy(As + write * Cfg::SMEM_A, Bs + write * Cfg::SMEM_B, p.K - next * BK);
+        tiles.advance(p.ldb);
+      }
+      gemm::cp_async_commit();
+      const int nread = read + 1 == STAGES ? 0 : read + 1;
+      const float* as = As + read * Cfg::SMEM_A + a_col;
+      const float* bs = Bs + read * Cfg::SMEM_B + b_col;
+#pragma unroll
+      for (int k = 0; k < BK; ++k) {
+        if (k == BK - 1) {
+          gemm::cp_async_wait<STAGES - 2>();  // slice kt+1 has landed ...
+          __syncthreads();                    // ... for everyone, and slice kt is fully read
+          // k = 0 of slice kt+1 (after the last slice: a stale slot, read and never used)
+          load_fragments(a[0], b[0], As + nread * Cfg::SMEM_A + a_col, Bs + nread * Cfg::SMEM_B + b_col);
+        } else {
+          load_fragments(a[(k + 1) % 2], b[(k + 1) % 2], as + (k + 1) * AS_LD, bs + (k + 1) * BN);
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[k % 2][i], b[k % 2][j], acc[i][j]);
+      }
+      read = nread;
+      write = write + 1 == STAGES ? 0 : write + 1;
+    }
+    gemm::cp_async_wait<0>();
+    store_c<TM, TN, 16, 32, kVec>(p, acc, m0 + a_col, n0 + b_col);
+    return;
+  }
+
   // --- loop over K: wait for slice kt, refill the slot freed by kt-1, compute slice kt -------
   int read = 0, write = STAGES - 1;  // ring slots of slice kt and of slice kt + STAGES - 1
   for (int kt = 0; kt < KT; ++kt) {
@@ -106,12 +168,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     for (int k = 0; k < BK; ++k) {
       // TM/4 + TN/4 LDS.128 (one wavefront each) feed TM*TN FFMA: 4 per 64 for 8x8.
       float a[TM], b[TN];
-#pragma unroll
-      for (int g = 0; g < TM / 4; ++g)
-        *reinterpret_cast<float4*>(a + 4 * g) = *reinterpret_cast<const float4*>(as + k * AS_LD + 16 * g);
-#pragma unroll
-      for (int g = 0; g < TN / 4; ++g)
-        *reinterpret_cast<float4*>(b + 4 * g) = *reinterpret_cast<const float4*>(bs + k * BN + 32 * g);
+      load_fragments(a, b, as + k * AS_LD, bs + k * BN);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
