@@ -2,13 +2,13 @@
 
 - `grouped_tile`: the grouped ("swizzled") program order of s07 onwards, as a @triton.jit helper.
 - `hinted_tile` / `vector_width`: the fp32 tile of s04 (128-bit hinted loads and stores) that
-  s05-s08 reuse unchanged: those stages change only knobs around it. `hinted_offsets`: its
+  s05-s08 reuse unchanged: those stages change only knobs around it (s08: EVEN, unmasked). `hinted_offsets`: its
   hinted row starts and bounds, shared with the fp16/bf16 pointer stages s10-s11.
 - `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
   `tma_config` / `tma_unsupported`: their tile configs (host-side TMA box sizes stamped per
   config) and limits.
-- `even_tiles`: EVEN = the chosen tile divides M, N and K, so the tensor-core pointer stages
-  (s09, s11) load without masks there.
+- `even_tiles`: EVEN = the chosen tile divides M, N and K, so the autotuned pointer stages
+  (s08, s09, s11) load without masks there.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
   CPU (the interpreter has no device timer: take the first config and time nothing), and time
   with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
@@ -170,10 +170,11 @@ def c_vector_width(c):
 @triton.jit
 def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+                VEC: tl.constexpr, BETA_ZERO: tl.constexpr, EVEN: tl.constexpr):
     """One BLOCK_M x BLOCK_N tile of C = alpha*A@B + beta*C with an fp32 IEEE tl.dot, its loads
     and stores hinted to 128 bits when VEC == 4 (born in s04_vectorized; s04-s08 differ only in
-    the program order around it and in the launch knobs: num_warps, num_stages, autotuning)."""
+    the program order around it and in the launch knobs: num_warps, num_stages, autotuning).
+    EVEN (the tile divides M, N and K; s08 sets it per config with even_tiles): no masks."""
     tl.static_assert(BLOCK_K >= 16, "tl.dot needs a K tile of at least 16")
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
     tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
@@ -190,9 +191,13 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
 
     # --- loop over K: masked tails read 0 --------------------------------------------------
     for k0 in range(0, K, BLOCK_K):
-        in_k = (k0 + offs_k) < k_lim             # k0 is a multiple of BLOCK_K: still VEC-aligned
-        a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
+        if EVEN:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            in_k = (k0 + offs_k) < k_lim         # k0 is a multiple of BLOCK_K: still VEC-aligned
+            a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
         acc = tl.dot(a, b, acc, input_precision="ieee")
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * ldb

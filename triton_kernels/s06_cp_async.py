@@ -36,7 +36,7 @@ def s06_cp_async_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta
     pid_n = pid % grid_n
     # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) ----
     hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO)
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, False)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):

@@ -1,16 +1,25 @@
 """s08_autotuned: @triton.autotune over tile shape, warps, stages and group size, per shape
 
 Change: vs s07, the fixed (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) becomes a
-        list of candidate configs timed on first use for each (M, N, K) and cached.
+        list of candidate configs timed on first use for each (M, N, K) and cached; where the
+        chosen tile divides M, N and K (EVEN, set per config by tritonlib.even_tiles, as in
+        s09/s11) the K loop loads without masks.
 Why:    the best SIMT tile trades registers (accumulators per thread: BM * BN / threads, must
         stay under 255 with operands, no spills), shared memory (stages * (BM + BN) * BK * 4 B
         <= 227 KB) and occupancy (programs per SM by registers and smem) against FLOP/B per K
         step ((2 * BM * BN) / (4 * (BM + BN)) per K column) and tail waste on ragged shapes.
-        These interact nonlinearly; measuring a short list beats modelling them.
-Expect: ~85% of cuBLAS FP32 (TF32 off) at 4096^3 and 8192^3, ~1.02-1.05x s07 (run 1: 83% and
-        87%); the 90% goal is not reached: every spill-free config lands at 40-44 TFLOP/s
-        because Triton's FMA dot keeps ~13% of its K-loop issue slots for LDS and address math
-        and cannot hold more than 64 accumulators per thread without spilling.
+        These interact nonlinearly; measuring a short list beats modelling them. Triton's FMA
+        dot cannot hold more than 64 accumulators per thread without spilling (128x128 at 4
+        warps, 256x128 or 128x256 at 8: 64-128 B of spills), so the tile cannot grow the way
+        CUDA s08's 16x8 thread tiles do; what is left is latency hiding and issue slots. The
+        masks cost 44 of 2316 SASS instructions per 256x64x32 K step (SEL/ISETP for the
+        predicated cp.async); unmasked, the FFMA share of the loop is 90%. With EVEN the
+        64x128x32 tile at 4 warps and 4 stages (168 registers, 3 programs per SM) wins at
+        4096^3 and 8192^3; the 8-warp 256x64 and 128x128 tiles (1 program per SM) fall to 83%.
+Expect: ~88% of cuBLAS FP32 (TF32 off) at 4096^3 and ~92% at 8192^3 (H100, study.bench: 45.3-45.8
+        and 47.3-47.7 TFLOP/s, 87.9-88.1% and 91.6-91.7%; with masks everywhere the study read
+        84.7% / 85.9%), ~1.05-1.1x s07. The 90% aim holds at 8192^3 and is missed at 4096^3,
+        where 2048 tiles make 5.2 waves of 396 programs.
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s08_autotuned.cu
@@ -18,7 +27,7 @@ Pair:   cuda_src/s08_autotuned.cu
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, grouped_tile, hinted_tile, prune_unaligned, vector_width
+from study.tritonlib import autotune_do_bench, even_tiles, grouped_tile, hinted_tile, prune_unaligned, vector_width
 
 
 def _cfg(bm, bn, bk, warps, stages, group=8):
@@ -32,7 +41,8 @@ CONFIGS = [
     _cfg(256, 64, 32, 8, 3),    # s07's config: 204 regs, 80 KB smem (42.1 TFLOP/s at 4096^3, run 1)
     _cfg(256, 64, 32, 8, 4),    # 204 regs, 120 KB
     _cfg(128, 64, 32, 4, 3),    # s06's config: 210 regs, 2 programs / SM (41.5)
-    _cfg(64, 128, 32, 4, 4),    # 166 regs, 3 programs / SM (41.2; best at 8192^3, 43.8)
+    _cfg(64, 128, 32, 4, 4),    # 168 regs, 3 programs / SM; unmasked (EVEN) the best at 4096^3
+                                # and 8192^3 (45.4, 47.3; masked: 41.2, 43.8)
     _cfg(64, 64, 32, 4, 3),     # 96 regs, 32 acc / thread, 5 programs / SM (41.4)
     _cfg(128, 128, 32, 8, 4),   # 188 regs (41.4)
     _cfg(128, 128, 32, 16, 3),  # 32 acc / thread, 106 regs, 512 threads (41.2)
@@ -48,16 +58,17 @@ UNALIGNED_CONFIGS = [c for c in CONFIGS if not (c.kwargs["BLOCK_M"] == c.kwargs[
 
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K", "VEC"], restore_value=["c_ptr"], do_bench=autotune_do_bench,
                  prune_configs_by={"early_config_prune": prune_unaligned(UNALIGNED_CONFIGS)})
+@even_tiles   # EVEN: this config's tile divides M, N and K
 @triton.jit
 def s08_autotuned_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           GROUP_M: tl.constexpr,
-                          VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+                          VEC: tl.constexpr, BETA_ZERO: tl.constexpr, EVEN: tl.constexpr):
     # --- tile assignment: 1-D grid, grouped order (bands of GROUP_M tile rows) -------------
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) ----
     hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO)
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, EVEN)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
