@@ -2,7 +2,8 @@
 
 The search is part of the product: the first call on a new shape class times every
 configuration on the caller's operands (into a scratch output, so C is never touched), keeps the
-fastest, and caches the choice per GPU, stage, precision and shape class in a JSON file
+fastest, and caches the choice per GPU, stage, precision, shape class and copy path (16-byte
+or not: "unaligned" classes are searched apart) in a JSON file
 (STUDY_CACHE_DIR, default <repo>/build). `study.autotune.table()` shows what was chosen.
 """
 from __future__ import annotations
@@ -33,8 +34,19 @@ def shape_class(M: int, N: int, K: int) -> str:
     return f"{up(M)}x{up(N)}x{up(K)}"
 
 
-def _key(kern, p) -> str:
-    return f"{device.gpu_name()}|{kern.name}|{p.precision}|{p.layout}|{shape_class(p.M, p.N, p.K)}"
+def vector_path(p, *tensors) -> bool:
+    """True when the operands allow 16-byte accesses: every pointer 16-byte aligned, leading
+    dimensions, K and N multiples of 16 bytes' worth of elements. A stage runs another kernel
+    (4-byte copies) otherwise, whose best tile differs: 4095^3 and 4096^3 share a shape class
+    but not a path, so the path is part of the key."""
+    vec = 16 // tensors[0].element_size()
+    return (all(t.data_ptr() % 16 == 0 for t in tensors)
+            and all(x % vec == 0 for x in (p.lda, p.ldb, p.ldc, p.K, p.N)))
+
+
+def _key(kern, p, *tensors) -> str:
+    cls = shape_class(p.M, p.N, p.K) + ("" if vector_path(p, *tensors) else " unaligned")
+    return f"{device.gpu_name()}|{kern.name}|{p.precision}|{p.layout}|{cls}"
 
 
 def _load() -> dict:
@@ -53,9 +65,6 @@ def _save():
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(_cache, indent=1, sort_keys=True))
     tmp.replace(path)
-
-
-SEARCH_PASSES = 3  # round-robin passes over the menu per search
 
 
 def time_config(kern, p, a, b, c, config: int, reps: int = 9) -> float:
@@ -77,9 +86,10 @@ def time_config(kern, p, a, b, c, config: int, reps: int = 9) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def choose(kern, p, a, b) -> int:
-    """The cached best configuration for this problem's shape class, searching if needed."""
-    key = _key(kern, p)
+def choose(kern, p, a, b, c) -> int:
+    """The cached best configuration for this problem's shape class and copy path (16-byte or
+    not), searching if needed."""
+    key = _key(kern, p, a, b, c)
     with _lock:
         cache = _load()
         names = kern.configs()
@@ -92,21 +102,12 @@ def choose(kern, p, a, b) -> int:
         from .kernels import Problem
 
         q = Problem(p.M, p.N, p.K, p.lda, p.ldb, p.N, p.precision, p.layout)
-        # Round-robin passes, each configuration keeping its best median: configurations a few
-        # percent apart are timed in turn, so a clock that drifts during the search (power,
-        # temperature) cannot rank one of them by when it ran. A 4096^3 fp32 study once picked
-        # a 4% slower tile from a single pass that an isolated rerun ranked correctly.
-        times, failed = {}, set()
-        for _ in range(SEARCH_PASSES):
-            for i, name in enumerate(names):
-                if i in failed:
-                    continue
-                try:
-                    t = time_config(kern, q, a, b, scratch, i)
-                except RuntimeError:  # a configuration that cannot launch here is simply not chosen
-                    failed.add(i)
-                    continue
-                times[i] = min(t, times.get(i, t))
+        times = {}
+        for i, name in enumerate(names):
+            try:
+                times[i] = time_config(kern, q, a, b, scratch, i)
+            except RuntimeError:  # a configuration that cannot launch here is simply not chosen
+                continue
         if not times:
             raise RuntimeError(f"{kern.name}: no configuration could run {p.M}x{p.N}x{p.K}")
         best = min(times, key=times.get)

@@ -188,7 +188,7 @@ class CudaKernel(Kernel):
         if config is None and self.configs():
             from . import autotune
 
-            config = autotune.choose(self, p, a, b)
+            config = autotune.choose(self, p, a, b, c)
         stream = torch.cuda.current_stream(a.device).cuda_stream
         getattr(self.module, f"launch_{p.precision}")(*self._args(p, a, b, c, alpha, beta), stream,
                                                       -1 if config is None else int(config))

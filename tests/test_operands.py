@@ -182,3 +182,29 @@ def test_tolerance_catches_a_dropped_k_step(precision):
     one[5, 7] = one[5, 7] * 1.05 + 0.5   # one wrong element in 3072
     with pytest.raises(AssertionError, match="elementwise|Frobenius"):
         tolerance.check(one, a, b, precision=precision, inputs_rounded=True)
+
+
+def test_autotune_key_separates_the_copy_paths():
+    """4095^3 and 4096^3 share a shape class but run different kernels (4-byte vs 16-byte
+    copies), so a CUDA stage's search at one must not choose for the other; 4000^3 (16-byte
+    rows) shares 4096^3's search."""
+    from types import SimpleNamespace
+
+    from study import autotune
+    from study.kernels import Problem
+
+    kern = SimpleNamespace(name="cuda:s08_autotuned")
+
+    def key(n, ld=None, offset=0):
+        ld = ld or n
+        buf = torch.empty(n * ld + offset)
+        a = buf[offset:offset + n * ld].view(n, ld)[:, :n]
+        p = Problem(n, n, n, ld, ld, ld, "fp32", "NN")
+        return autotune._key(kern, p, a, a, a)
+
+    assert key(4096).endswith("|4096x4096x4096")
+    assert key(4000) == key(4096)
+    assert key(4095) == key(4096) + " unaligned"
+    assert key(4096, ld=4100) == key(4096)
+    assert key(4096, ld=4098).endswith(" unaligned")
+    assert key(4096, offset=1).endswith(" unaligned")  # a 4-byte aligned base pointer
