@@ -17,10 +17,11 @@
 //         then an LDS round trip before the first FFMA. With the prefetch, BK = 32 pays (one
 //         barrier per 4096 FFMA per thread): without it BK = 32 was 3% slower than BK = 16.
 //         Small tiles (64x128, 128x64, 4 blocks per SM) keep all 132 SMs busy on small problems.
-// Expect: ~1.15x s07 at 4096^3 fp32 with the default (H100, study.bench, 2 rounds:
-//         128x256x32 s4 prefetch 49.5 TFLOP/s = 96% of cuBLAS FP32 at 4096^3, 50.7 = 98% at
-//         8192^3; the same tile at BK 16 without prefetch, the earlier default: 47.3 = 92% and
-//         47.9 = 93%); >= s07 on every shape the tuner sees
+// Expect: ~1.14x s07 at 4096^3 fp32 (H100 study at 460ff6c: 49.2 TFLOP/s = 95.9% of cuBLAS
+//         FP32 at 4096^3 with 128x256x32 s3 prefetch, 50.7 = 98.2% at 8192^3 with s4; study.bench:
+//         49.5-49.6 = 96% and 50.7 = 98%; the earlier default, 128x256x16 without prefetch:
+//         46.7 = 91% and 47.9 = 93%); >= s07 on every shape the tuner sees. Unaligned problems
+//         (4-byte copies, e.g. 4095^3) are tuned apart and pick 128x128 prefetch (45.8 at 4095^3)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
 //         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN

@@ -22,8 +22,8 @@
 //         policy). 64x64 warp tiles need ~250 registers, so 2 warps per scheduler; 16 warps of
 //         32x64 (128 registers) ran 20% slower (1.5x the ldmatrix traffic), and a branch-free
 //         prefetch 2-4% slower (both measured with wmma::mma_sync).
-// Expect: ~53% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100, study.bench, 2 runs: 206-207
-//         TFLOP/s = 52.5-53.2% at 4096^3, 217 = 53.3-53.4% at 8192^3; cuBLAS 389-392 / 406),
+// Expect: ~53% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100 study at 460ff6c: 205.2 / 218.6
+//         TFLOP/s = 52.8% / 53.2%; study.bench: 206-207 = 52.5-53.2%, 217 = 53.3-53.4%),
 //         ~1.3x the same kernel with wmma::mma_sync; rel. error vs fp64 ~7.8e-4 (operands
 //         truncated to TF32)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for

@@ -34,6 +34,12 @@
 //         701-785 and this stage at 53-57% (fp16 380-421 TFLOP/s) and 54-58% (bf16 400-450) at
 //         4096^3 and 8192^3; back-to-back do_bench rounds, where cuBLAS read 650-725 under the
 //         700 W power cap, gave 60% / 65% (fp16 421 / 425) and 61% / 66% (bf16 441 / 440).
+//         The run length matters: study.bench on a fresh GPU, fp16 (4096 x 4096 x K): K = 1024 401
+//         TFLOP/s (61%), K = 4096 445 (60%), K = 16384 407 (53%), while cuBLAS rose from 656 to
+//         766; one wave of 132 tiles (1536 x 2816 x 16384) 461 (58%). A likely cause, not measured
+//         (that run logged no clocks): mma.sync moves every operand through the register file where
+//         wgmma reads shared memory, so under the power cap this kernel's clock would give way
+//         first. Study at 460ff6c: 54.0% / 55.1% (fp16), 54.4% / 55.2% (bf16).
 //         mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650,
 //         bf16 640-655 TFLOP/s, so ~67% of it, and ~43% of H100's 989 TFLOP/s wgmma peak.
 //         128x256 tiles leave small problems short of blocks (1000^3: 32 blocks, ~78 TFLOP/s).

@@ -16,9 +16,9 @@ Why:    the best SIMT tile trades registers (accumulators per thread: BM * BN / 
         predicated cp.async); unmasked, the FFMA share of the loop is 90%. With EVEN the
         64x128x32 tile at 4 warps and 4 stages (168 registers, 3 programs per SM) wins at
         4096^3 and 8192^3; the 8-warp 256x64 and 128x128 tiles (1 program per SM) fall to 83%.
-Expect: ~88% of cuBLAS FP32 (TF32 off) at 4096^3 and ~92% at 8192^3 (H100, study.bench: 45.3-45.8
-        and 47.3-47.7 TFLOP/s, 87.9-88.1% and 91.6-91.7%; with masks everywhere the study read
-        84.7% / 85.9%), ~1.05-1.1x s07. The 90% aim holds at 8192^3 and is missed at 4096^3,
+Expect: ~88% of cuBLAS FP32 (TF32 off) at 4096^3 and ~92% at 8192^3 (H100 study at 460ff6c:
+        45.2 / 47.3 TFLOP/s, 88.1% / 91.7%; study.bench: 87.9-88.1% and 91.6-91.7%; with masks
+        everywhere the study read 84.7% / 85.9%), ~1.05-1.1x s07. The 90% aim holds at 8192^3 and is missed at 4096^3,
         where 2048 tiles make 5.2 waves of 396 programs.
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN

@@ -19,9 +19,11 @@ Why:    TF32 tensor cores peak ~8x the FP32 FMA pipe (cuBLAS TF32 ~364 vs FP32 ~
         config, 2 rounds: 74.0-74.2% -> 84.1-84.6% of cuBLAS at 4096^3, 76.9-77.1% -> 86.9-87.0%
         at 8192^3), where s11's fp16 loop gained 1%.
 Expect: ~84-87% of cuBLAS TF32 (NT) at 4096^3 and 8192^3 with the unmasked loop, ~7.5x s08
-        (H100 study run at 8e3ed12: 84.0% / 87.3%, 324.7 / 353.3 TFLOP/s; study runs with
-        masks everywhere: 74-76% and 77-78%, 291-317 TFLOP/s, and no config of an 18-config
-        sweep passed 82%). The 85% aim holds at 8192^3 and is just missed at 4096^3. Row-major B (NN)
+        (H100 studies at 8e3ed12 and 460ff6c: 84.0% / 87.3% and 84.4% / 87.7%, 328.1 / 360.5
+        TFLOP/s; study runs with masks everywhere: 74-76% and 77-78%; a 12-config sweep with the
+        unmasked loop (study.bench) peaked at 85.1% / 86.9% with the first config, the rest at
+        84.7% or less, 256x128 and 128x128 tiles 56-79%). The 85% aim holds at 8192^3 and is
+        missed by about a point at 4096^3. Row-major B (NN)
         runs correctly but at ~0.28x of NT, a finding the study measures (study runs: 82-86
         TFLOP/s at 4096^3, 21% of cuBLAS TF32 NN: B moves as 4-byte copies, and the 128x256
         config spills 576 B in that specialisation). Error vs fp64 ~8e-4 relative (TF32
