@@ -2,8 +2,9 @@
 
 - `grouped_tile`: the grouped ("swizzled") program order of s07 onwards, as a @triton.jit helper.
 - `hinted_tile` / `vector_width`: the fp32 tile of s04 (128-bit hinted loads and stores) that
-  s05-s08 reuse unchanged: those stages change only knobs around it (s08: EVEN, unmasked). `hinted_offsets`: its
-  hinted row starts and bounds, shared with the fp16/bf16 pointer stages s10-s11.
+  s05-s08 reuse: those stages change only knobs around it (s08 also turns on its EVEN path,
+  unmasked loads). `hinted_offsets`: its hinted row starts and bounds, shared with the
+  fp16/bf16 pointer stages s10-s11.
 - `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
   `tma_config` / `tma_unsupported`: their tile configs (host-side TMA box sizes stamped per
   config) and limits.
