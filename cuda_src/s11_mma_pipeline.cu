@@ -6,7 +6,8 @@
 //         Known layouts allow unpadded tiles with an XOR swizzle (chunk ^= row bits) instead
 //         of s10's padding, and fragments double-buffered across k16 steps. 128x256x64 block
 //         tile, 8 warps of 64x64, 3-stage cp.async pipeline, one barrier per 64-wide K tile
-//         placed before its last k16 step.
+//         placed before its last k16 step; the refills that lie wholly inside K run in a
+//         branch-free copy of the loop body, where the copies interleave with the MMAs.
 // Why:    Per k16 step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T for B
 //         (two k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's MMAs.
 //         Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical chunk;
@@ -17,18 +18,27 @@
 //         single-buffered: 5-20% slower). Shared memory: per SM and k16 step 8 x 4 KiB of LDSM
 //         plus 12 KiB of cp.async writes per 1 MFLOP, ~85 B/clk of the 128 at this rate (ncu:
 //         LSU wavefronts 51%, not the limit). What binds (ncu, 4096^3 fp16, one launch, clocks
-//         locked at 1.42 GHz): the HMMA pipe is active 73% of elapsed cycles with 2 warps per
-//         scheduler; stalls per issued instruction are mostly fixed-latency waits (2.8) and
-//         math-pipe throttle (1.7), barrier 0.09, long scoreboard 0.19. Epilogue: one block per
-//         SM, so its stores are not hidden behind another block's MMAs; 32-bit register stores
-//         fill half a 32 B sector each, the staged 16-byte stores write 4 whole 128 B rows per
-//         instruction (+4-6% at 4096^3, -4 to +5% at 8192^3, in two runs; same rounding; a
-//         nonzero beta and edge tiles keep the register path). What paid on H100 earlier (vs
-//         128x128x32, 337-352 TFLOP/s): the copy plan fixed outside the K loop (~8 instead of
-//         ~22 SASS instructions per 16-byte copy) +15%; 8 warps x 64x64 and BK 64 +3-8%;
-//         fragment double-buffering (single-buffered 128x256: 300-341). Within the ~5%
-//         run-to-run noise under the 700 W power cap: 4 vs 3 stages, GROUP_M 8 vs 16, spreading
-//         a tile's 12 copies over two k16 steps (0 to -4%).
+//         locked at 1.42 GHz): the tensor pipe, busy 78.5% of elapsed cycles, fed by 2 warps per
+//         scheduler. ptxas spaces one warp's HMMAs 6 cycles apart (stall count in the SASS
+//         control bits) and the pipe takes one about every 5, so it stays full only while both
+//         warps are issuing HMMAs; stall samples: fixed-latency waits 34%, math-pipe throttle
+//         29%, LDSM results 5%, barrier 4%; 10% fall outside the K loop (prologue, epilogue).
+//         The branch-free loop body is what moved the pipe from 72.7% to 78.5%: with the
+//         refill behind `if (kt + 2 < KT)` and the K-tail test, ptxas kept the 12 copies as a
+//         block of ~75 instructions (kernel parameters reloaded from constant memory under
+//         register pressure) that every warp ran at the same moment after the barrier, with no
+//         HMMA to overlap; in one basic block they fill the HMMAs' stall slots (286 -> 245 SASS
+//         instructions per K tile). Epilogue: one block per SM, so its stores are not hidden
+//         behind another block's MMAs; 32-bit register stores fill half a 32 B sector each, the
+//         staged 16-byte stores write 4 whole 128 B rows per instruction (+4-6% at 4096^3, -4
+//         to +5% at 8192^3, in two runs; same rounding; a nonzero beta and edge tiles keep the
+//         register path). What paid on the H100 (vs 128x128x32, 337-352 TFLOP/s): the copy
+//         plan fixed outside the K loop (~8 instead of ~22 SASS instructions per 16-byte copy)
+//         +15%; 8 warps x 64x64 and BK 64 +3-8%; fragment double-buffering (single-buffered
+//         128x256: 300-341); the branch-free loop body +6-8% (study.bench, 3 rounds in one
+//         run: fp16 437-441 -> 470-473 TFLOP/s at 4096^3, 463-467 -> 492-494 at 8192^3; bf16
+//         458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench, same runs): 4 vs 3
+//         stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2: -2%).
 // Expect: ~420-450 TFLOP/s at 4096^3 and 8192^3, ~1.35x s10. The share of cuBLAS depends on
 //         how cuBLAS is timed: the four study runs (short L2-flushed bursts) read cuBLAS at
 //         701-785 and this stage at 53-57% (fp16 380-421 TFLOP/s) and 54-58% (bf16 400-450) at
@@ -126,6 +136,10 @@ __device__ __forceinline__ int swizzle(int r, int c) {
   else return c ^ (r & 7);
 }
 
+// Compile-time tag for the K loop's two bodies: refills known to lie wholly inside K (no
+// per-chunk K bytes, no end-of-K test), or the general refill.
+template <bool B> struct WholeRefill { static constexpr bool value = B; };
+
 // Tile configuration. The default is the one launch() uses; other instantiations exist only so
 // a tuning script can compare shapes without editing this file.
 template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_, int MIN_BLOCKS_,
@@ -219,20 +233,26 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
   const uint32_t a_sdst = (a_r0 * A_CPR + swizzle<A_CPR>(a_r0, a_c)) * 16;
   const uint32_t b_sdst = Cfg::A_ELEMS * 2 + (b_r0 * B_CPR + swizzle<B_CPR>(b_r0, b_c)) * 16;
 
+  // A K tile wholly inside K: bytes depend on M / N only.
+  auto load_full = [&](int s, int kt) {
+    const uint32_t stage = gemm::smem_u32(smem) + s * Cfg::STAGE_BYTES;
+    const int k0 = kt * BK;
+    const T* a_k = p.A + a_goff + k0;
+#pragma unroll
+    for (int i = 0; i < Cfg::A_COPIES; ++i, a_k += a_rstep) {
+      const bool ok = (a_rows_ok >> i) & 1;
+      cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16, ok ? a_k : p.A, ok ? 16 : 0);
+    }
+    const T* b_k = p.B + b_goff + k0 * p.ldb;
+#pragma unroll
+    for (int i = 0; i < Cfg::B_COPIES; ++i, b_k += b_rstep)
+      cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16, b_k, b_nbytes);
+  };
   auto load_stage = [&](int s, int kt) {
     const uint32_t stage = gemm::smem_u32(smem) + s * Cfg::STAGE_BYTES;
     const int k0 = kt * BK;
-    if (k0 + BK <= p.K) {  // whole tile inside K: bytes depend on M / N only
-      const T* a_k = p.A + a_goff + k0;
-#pragma unroll
-      for (int i = 0; i < Cfg::A_COPIES; ++i, a_k += a_rstep) {
-        const bool ok = (a_rows_ok >> i) & 1;
-        cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16, ok ? a_k : p.A, ok ? 16 : 0);
-      }
-      const T* b_k = p.B + b_goff + k0 * p.ldb;
-#pragma unroll
-      for (int i = 0; i < Cfg::B_COPIES; ++i, b_k += b_rstep)
-        cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16, b_k, b_nbytes);
+    if (k0 + BK <= p.K) {
+      load_full(s, kt);
     } else {  // the K tail: per-chunk byte counts, zero-byte copies read from the base pointer
       const int kleft = p.K - k0;
       const int a_kbytes = max(0, min(16, 2 * (kleft - a_c * 8)));
@@ -313,7 +333,7 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
     gemm::cp_async_wait<STAGES - 2>();
     __syncthreads();
     load_frags(0, stage, 0);
-    for (int kt = 0; kt < KT; ++kt) {
+    auto tile = [&](int kt, auto whole_refill) {
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         if (ks == KS - 1) {
@@ -324,13 +344,24 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
         }
         load_frags((ks + 1) % 2, stage, (ks + 1) % KS);  // past the last tile: harmless stale read
         if (ks == 0) {
-          if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
+          if constexpr (decltype(whole_refill)::value) load_full(write_s, kt + STAGES - 1);
+          else if (kt + STAGES - 1 < KT) load_stage(write_s, kt + STAGES - 1);
           gemm::cp_async_commit();
           write_s = write_s + 1 == STAGES ? 0 : write_s + 1;
         }
         mmas(ks % 2);
       }
-    }
+    };
+    // Two bodies of the same loop. Every tile but the last STAGES-1 (and one more when K % BK
+    // != 0) refills a whole K tile, so its body is one basic block: no end-of-K test, no
+    // K-tail bytes, and ptxas spreads the copies and their address math over step 0's 32
+    // HMMAs. Behind those branches the copies were a ~75-instruction block (kernel parameters
+    // reloaded from constant memory under 255-register pressure) that all 8 warps ran at
+    // once after the barrier while the tensor pipe drained.
+    const int kt_whole = max(0, p.K / BK - (STAGES - 1));  // tiles whose refill lies inside K
+    int kt = 0;
+    for (; kt < kt_whole; ++kt) tile(kt, WholeRefill<true>());
+    for (; kt < KT; ++kt) tile(kt, WholeRefill<false>());
   } else {
     // Single-buffered (large warp tiles, no registers to spare): barrier at the top of each
     // tile, refill, then load-and-multiply each k16 step.
