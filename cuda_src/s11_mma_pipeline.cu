@@ -38,7 +38,9 @@
 //         128x256: 300-341); the branch-free loop body +6-8% (study.bench, 3 rounds in one
 //         run: fp16 437-441 -> 470-473 TFLOP/s at 4096^3, 463-467 -> 492-494 at 8192^3; bf16
 //         458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench, same runs): 4 vs 3
-//         stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2: -2%).
+//         stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2: -2%), a third
+//         loop body for blocks inside M and N without row predicates (223 SASS per K tile,
+//         -1 to 0%).
 // Expect: ~420-450 TFLOP/s at 4096^3 and 8192^3, ~1.35x s10. The share of cuBLAS depends on
 //         how cuBLAS is timed: the four study runs (short L2-flushed bursts) read cuBLAS at
 //         701-785 and this stage at 53-57% (fp16 380-421 TFLOP/s) and 54-58% (bf16 400-450) at
