@@ -8,54 +8,52 @@
 //         tile, 8 warps of 64x64, 3-stage cp.async pipeline, one barrier per 64-wide K tile
 //         placed before its last k16 step; the refills that lie wholly inside K run in a
 //         branch-free copy of the loop body, where the copies interleave with the MMAs.
-// Why:    Per k16 step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T for B
-//         (two k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's MMAs.
-//         Bank conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical chunk;
-//         storing chunk c of row r at c ^ (r % 8) spreads them over the 8 bank groups of a 128 B
-//         line (ncu: 0 shared-memory bank conflicts, loads and stores). Budget: 128 accumulators
-//         + 64 fragment registers per thread, and 256 threads x 255 registers is the whole
-//         register file, so 64x64 warps and 8 of them per SM are the limit (96x64 warps fit only
-//         single-buffered: 5-20% slower). Shared memory: per SM and k16 step 8 x 4 KiB of LDSM
-//         plus 12 KiB of cp.async writes per 1 MFLOP, ~85 B/clk of the 128 at this rate (ncu:
-//         LSU wavefronts 51%, not the limit). What binds (ncu, 4096^3 fp16, one launch, clocks
-//         locked at 1.42 GHz): the tensor pipe, busy 78.5% of elapsed cycles, fed by 2 warps per
-//         scheduler. ptxas spaces one warp's HMMAs 6 cycles apart (stall count in the SASS
-//         control bits) and the pipe takes one about every 5, so it stays full only while both
-//         warps are issuing HMMAs; stall samples: fixed-latency waits 34%, math-pipe throttle
-//         29%, LDSM results 5%, barrier 4%; 10% fall outside the K loop (prologue, epilogue).
-//         The branch-free loop body is what moved the pipe from 72.7% to 78.5%: with the
-//         refill behind `if (kt + 2 < KT)` and the K-tail test, ptxas kept the 12 copies as a
-//         block of ~75 instructions (kernel parameters reloaded from constant memory under
-//         register pressure) that every warp ran at the same moment after the barrier, with no
-//         HMMA to overlap; in one basic block they fill the HMMAs' stall slots (286 -> 245 SASS
-//         instructions per K tile). Epilogue: one block per SM, so its stores are not hidden
-//         behind another block's MMAs; 32-bit register stores fill half a 32 B sector each, the
-//         staged 16-byte stores write 4 whole 128 B rows per instruction (+4-6% at 4096^3, -4
-//         to +5% at 8192^3, in two runs; same rounding; a nonzero beta and edge tiles keep the
-//         register path). What paid on the H100 (vs 128x128x32, 337-352 TFLOP/s): the copy
-//         plan fixed outside the K loop (~8 instead of ~22 SASS instructions per 16-byte copy)
-//         +15%; 8 warps x 64x64 and BK 64 +3-8%; fragment double-buffering (single-buffered
-//         128x256: 300-341); the branch-free loop body +6-8% (study.bench, 3 rounds in one
-//         run: fp16 437-441 -> 470-473 TFLOP/s at 4096^3, 463-467 -> 492-494 at 8192^3; bf16
-//         458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench, same runs): 4 vs 3
-//         stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2: -2%), a third
-//         loop body for blocks inside M and N without row predicates (223 SASS per K tile,
-//         -1 to 0%).
-// Expect: ~420-450 TFLOP/s at 4096^3 and 8192^3, ~1.35x s10. The share of cuBLAS depends on
-//         how cuBLAS is timed: the four study runs (short L2-flushed bursts) read cuBLAS at
-//         701-785 and this stage at 53-57% (fp16 380-421 TFLOP/s) and 54-58% (bf16 400-450) at
-//         4096^3 and 8192^3; back-to-back do_bench rounds, where cuBLAS read 650-725 under the
-//         700 W power cap, gave 60% / 65% (fp16 421 / 425) and 61% / 66% (bf16 441 / 440).
-//         The run length matters: study.bench on a fresh GPU, fp16 (4096 x 4096 x K): K = 1024 401
-//         TFLOP/s (61%), K = 4096 445 (60%), K = 16384 407 (53%), while cuBLAS rose from 656 to
-//         766; one wave of 132 tiles (1536 x 2816 x 16384) 461 (58%). A likely cause, not measured
-//         (that run logged no clocks): mma.sync moves every operand through the register file where
-//         wgmma reads shared memory, so under the power cap this kernel's clock would give way
-//         first. Study at 460ff6c: 54.0% / 55.1% (fp16), 54.4% / 55.2% (bf16).
-//         mma.sync ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650,
-//         bf16 640-655 TFLOP/s, so ~67% of it, and ~43% of H100's 989 TFLOP/s wgmma peak.
-//         128x256 tiles leave small problems short of blocks (1000^3: 32 blocks, ~78 TFLOP/s).
-//         rel. error as s10, set by the output rounding (2.1e-4 fp16, 1.7e-3 bf16)
+// Why:    Per k16 step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T for B (two
+//         k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's MMAs. Bank
+//         conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical chunk; storing chunk
+//         c of row r at c ^ (r % 8) spreads them over the 8 bank groups of a 128 B line (ncu: 0
+//         shared-memory bank conflicts, loads and stores). Budget: 128 accumulators + 64 fragment
+//         registers per thread, and 256 threads x 255 registers is the whole register file, so
+//         64x64 warps and 8 of them per SM are the limit (96x64 warps fit only single-buffered:
+//         5-20% slower). Shared memory: per SM and k16 step 8 x 4 KiB of LDSM plus 12 KiB of
+//         cp.async writes per 1 MFLOP, ~85 B/clk of the 128 at this rate (ncu: LSU wavefronts 51%,
+//         not the limit). What binds (ncu, 4096^3 fp16, one launch, clocks locked at 1.42 GHz): the
+//         tensor pipe, busy 78.5% of elapsed cycles, fed by 2 warps per scheduler. ptxas spaces one
+//         warp's HMMAs 6 cycles apart (stall count in the SASS control bits) and the pipe takes one
+//         about every 5 (issue rate over busy share), so it stays full only while both warps are
+//         issuing HMMAs; stall samples: fixed-latency waits 34%, math-pipe throttle 29%, LDSM
+//         results 5%, barrier 4%; 10% fall outside the K loop (prologue, epilogue). The branch-free
+//         loop body is what moved the pipe from 72.7% to 78.5%: with the refill behind `if (kt + 2
+//         < KT)` and the K-tail test, ptxas kept the 12 copies as a block of ~75 instructions
+//         (kernel parameters reloaded from constant memory under register pressure) that every warp
+//         ran at the same moment after the barrier, with no HMMA to overlap; in one basic block
+//         they fill the HMMAs' stall slots (286 -> 245 SASS instructions per K tile). Epilogue: one
+//         block per SM, so its stores are not hidden behind another block's MMAs; 32-bit register
+//         stores fill half a 32 B sector each, the staged 16-byte stores write 4 whole 128 B rows
+//         per instruction (+4-6% at 4096^3, -4 to +5% at 8192^3, in two runs; same rounding; a
+//         nonzero beta and edge tiles keep the register path). What paid on the H100 (vs
+//         128x128x32, 337-352 TFLOP/s): the copy plan fixed outside the K loop (~8 instead of ~22
+//         SASS instructions per 16-byte copy) +15%; 8 warps x 64x64 and BK 64 +3-8%; fragment
+//         double-buffering (single-buffered 128x256: 300-341); the branch-free loop body +6-8%
+//         (study.bench, 3 rounds in one run: fp16 432-441 -> 470-473 TFLOP/s at 4096^3, 463-467 ->
+//         492-494 at 8192^3; bf16 458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench,
+//         same runs): 4 vs 3 stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2:
+//         -2%), a third loop body for blocks inside M and N without row predicates (223 SASS per K
+//         tile, -1 to 0%).
+// Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
+//         cuBLAS FP16/BF16 in the study (H100 study at ce5c79a: fp16 416.0 / 442.8 TFLOP/s, 59.1% /
+//         60.3%; bf16 433.3 / 460.7, 58.6% / 59.8% at 4096^3 / 8192^3; at 460ff6c, before the
+//         branch-free loop body, 54-55%). The share depends on the SM clock, which this kernel
+//         follows and cuBLAS much less: study.bench bursts (2 ms idle between rounds; nvidia-smi
+//         every 50 ms: SM clock median 1875 MHz, power median 450 W) read it at 63-65% (4096^3) and
+//         66-67% (8192^3), while the study's sustained rounds ran its 4096^3 fp16 / bf16 sections
+//         at 1530 / 1500 MHz (8192^3: 1725 / 1755), where cuBLAS read 704-771 TFLOP/s, 2-6% below
+//         its burst rate, and this kernel 11-13% below its own. ncu at a locked 1.42 GHz: 398
+//         TFLOP/s, i.e. 0.28 TFLOP/s per MHz. mma.sync ceiling (register-only m16n8k16 on all SMs,
+//         measured here): fp16 615-650, bf16 640-655 TFLOP/s, so 64-72% of it, and 42-47% of H100's
+//         989 TFLOP/s wgmma peak. 128x256 tiles leave small problems short of blocks (1000^3: 32
+//         blocks, ~78 TFLOP/s). rel. error as s10, set by the output rounding (2.1e-4 fp16, 1.7e-3
+//         bf16)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
 //         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
