@@ -39,7 +39,7 @@
 //         492-494 at 8192^3; bf16 458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench,
 //         same runs): 4 vs 3 stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2:
 //         -2%), a third loop body for blocks inside M and N without row predicates (223 SASS per K
-//         tile, -1 to 0%).
+//         tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%).
 // Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
 //         cuBLAS FP16/BF16 in the study (H100 study at ce5c79a: fp16 416.0 / 442.8 TFLOP/s, 59.1% /
 //         60.3%; bf16 433.3 / 460.7, 58.6% / 59.8% at 4096^3 / 8192^3; at 460ff6c, before the
