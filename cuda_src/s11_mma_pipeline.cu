@@ -60,6 +60,7 @@
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s11_mma_pipeline.py
 #include <cstdint>
+#include <type_traits>
 #include "common/gemm.cuh"
 #include "common/cp_async.cuh"
 #include "common/block_order.cuh"
@@ -135,10 +136,6 @@ __device__ __forceinline__ int swizzle(int r, int c) {
   if constexpr (CPR == 4) return c ^ ((r >> 1) & 3);
   else return c ^ (r & 7);
 }
-
-// Compile-time tag for the K loop's two bodies: refills known to lie wholly inside K (no
-// per-chunk K bytes, no end-of-K test), or the general refill.
-template <bool B> struct WholeRefill { static constexpr bool value = B; };
 
 // Tile configuration. The default is the one launch() uses; other instantiations exist only so
 // a tuning script can compare shapes without editing this file.
@@ -333,7 +330,7 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
     gemm::cp_async_wait<STAGES - 2>();
     __syncthreads();
     load_frags(0, stage, 0);
-    auto tile = [&](int kt, auto whole_refill) {
+    auto tile = [&](int kt, auto whole_refill) {  // std::bool_constant: refill wholly inside K
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         if (ks == KS - 1) {
@@ -360,8 +357,8 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
     // once after the barrier while the tensor pipe drained.
     const int kt_whole = max(0, p.K / BK - (STAGES - 1));  // tiles whose refill lies inside K
     int kt = 0;
-    for (; kt < kt_whole; ++kt) tile(kt, WholeRefill<true>());
-    for (; kt < KT; ++kt) tile(kt, WholeRefill<false>());
+    for (; kt < kt_whole; ++kt) tile(kt, std::true_type());
+    for (; kt < KT; ++kt) tile(kt, std::false_type());
   } else {
     // Single-buffered (large warp tiles, no registers to spare): barrier at the top of each
     // tile, refill, then load-and-multiply each k16 step.
