@@ -104,6 +104,24 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     gemm::cp_async_commit();
   }
 
+  // Both loops below: at slice kt, refill a ring slot with slice kt + STAGES - 1 (none past the
+  // last slice; the commit still closes a group, so wait<STAGES-2> keeps meaning "the next
+  // slice has landed"), and one k step's outer product of fragments.
+  auto refill = [&](int slot, int kt) {
+    const int next = kt + STAGES - 1;
+    if (next < KT) {
+      tiles.copy(As + slot * Cfg::SMEM_A, Bs + slot * Cfg::SMEM_B, p.K - next * BK);
+      tiles.advance(p.ldb);
+    }
+    gemm::cp_async_commit();
+  };
+  auto outer_product = [&](const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+  };
+
   if constexpr (Cfg::PREFETCH) {
     // --- loop over K with register double-buffering across slices: the barrier sits before
     // the last k step, so slice kt+1's first fragments load while slice kt's last FFMAs run
@@ -117,12 +135,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     int read = 0, write = STAGES - 1;
     load_fragments(a[0], b[0], As + a_col, Bs + b_col);
     for (int kt = 0; kt < KT; ++kt) {
-      const int next = kt + STAGES - 1;
-      if (next < KT) {
-        tiles.copy(As + write * Cfg::SMEM_A, Bs + write * Cfg::SMEM_B, p.K - next * BK);
-        tiles.advance(p.ldb);
-      }
-      gemm::cp_async_commit();
+      refill(write, kt);
       const int nread = read + 1 == STAGES ? 0 : read + 1;
       const float* as = As + read * Cfg::SMEM_A + a_col;
       const float* bs = Bs + read * Cfg::SMEM_B + b_col;
@@ -136,10 +149,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
         } else {
           load_fragments(a[(k + 1) % 2], b[(k + 1) % 2], as + (k + 1) * AS_LD, bs + (k + 1) * BN);
         }
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[k % 2][i], b[k % 2][j], acc[i][j]);
+        outer_product(a[k % 2], b[k % 2]);
       }
       read = nread;
       write = write + 1 == STAGES ? 0 : write + 1;
@@ -155,12 +165,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     gemm::cp_async_wait<STAGES - 2>();  // this thread's copies of slice kt have landed
     __syncthreads();                    // ... everyone's have, and everyone finished slice kt-1
 
-    const int next = kt + STAGES - 1;
-    if (next < KT) {
-      tiles.copy(As + write * Cfg::SMEM_A, Bs + write * Cfg::SMEM_B, p.K - next * BK);
-      tiles.advance(p.ldb);
-    }
-    gemm::cp_async_commit();
+    refill(write, kt);
 
     const float* as = As + read * Cfg::SMEM_A + a_col;
     const float* bs = Bs + read * Cfg::SMEM_B + b_col;
@@ -169,10 +174,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
       // TM/4 + TN/4 LDS.128 (one wavefront each) feed TM*TN FFMA: 4 per 64 for 8x8.
       float a[TM], b[TN];
       load_fragments(a, b, as + k * AS_LD, bs + k * BN);
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      outer_product(a, b);
     }
     read = read + 1 == STAGES ? 0 : read + 1;
     write = write + 1 == STAGES ? 0 : write + 1;
