@@ -39,7 +39,11 @@
 //         492-494 at 8192^3; bf16 458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench,
 //         same runs): 4 vs 3 stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2:
 //         -2%), a third loop body for blocks inside M and N without row predicates (223 SASS per K
-//         tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%).
+//         tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%). Two blocks per SM (128x128 tiles
+//         of 4 warps, BK 64 x 3 or BK 32 x 4-6 stages, 64-96 KiB each), so that one block's
+//         prologue and epilogue run under the other's K loop: 57-61% of cuBLAS where the default
+//         read 63-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile copies 1.33x the operand
+//         bytes per FLOP of 128x256); 256x128 tiles 60-64%.
 // Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
 //         cuBLAS FP16/BF16 in the study (H100 study at ce5c79a: fp16 416.0 / 442.8 TFLOP/s, 59.1% /
 //         60.3%; bf16 433.3 / 460.7, 58.6% / 59.8% at 4096^3 / 8192^3; at 460ff6c, before the
@@ -48,12 +52,16 @@
 //         every 50 ms: SM clock median 1875 MHz, power median 450 W) read it at 63-65% (4096^3) and
 //         66-67% (8192^3), while the study's sustained rounds ran its 4096^3 fp16 / bf16 sections
 //         at 1530 / 1500 MHz (8192^3: 1725 / 1755), where cuBLAS read 704-771 TFLOP/s, 2-6% below
-//         its burst rate, and this kernel 11-13% below its own. ncu at a locked 1.42 GHz: 398
-//         TFLOP/s, i.e. 0.28 TFLOP/s per MHz. mma.sync ceiling (register-only m16n8k16 on all SMs,
-//         measured here): fp16 615-650, bf16 640-655 TFLOP/s, so 64-72% of it, and 42-47% of H100's
-//         989 TFLOP/s wgmma peak. 128x256 tiles leave small problems short of blocks (1000^3: 32
-//         blocks, ~78 TFLOP/s). rel. error as s10, set by the output rounding (2.1e-4 fp16, 1.7e-3
-//         bf16)
+//         its burst rate, and this kernel 11-13% below its own. Each kernel run alone for 1 s
+//         settles at its own clock (fp16 4096^3, no flush, nvidia-smi every 20 ms): this one at
+//         1640 MHz and 580 W, cuBLAS at 1425 MHz and 600 W, 66% of cuBLAS, where a study section in
+//         the same session read 59.6% (one nvidia-smi sample in that section: 1650 MHz): the
+//         study's rotation interleaves the kernels of a section, so they run near the clock their
+//         mix sets. ncu at a locked 1.42 GHz: 398 TFLOP/s, i.e. 0.28 TFLOP/s per MHz. mma.sync
+//         ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650, bf16 640-655
+//         TFLOP/s, so 64-72% of it, and 42-47% of H100's 989 TFLOP/s wgmma peak. 128x256 tiles
+//         leave small problems short of blocks (1000^3: 32 blocks, ~78 TFLOP/s). rel. error as s10,
+//         set by the output rounding (2.1e-4 fp16, 1.7e-3 bf16)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
 //         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
