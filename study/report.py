@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,25 @@ def _cell(r, value_fmt) -> str:
     return value_fmt(r)
 
 
+def expect_brief(text: str) -> str:
+    """A header's Expect as the ladder tables show it: its first sentence, parenthesised notes
+    left out. The rest (the measurements behind the prediction, what was tried) stays in the
+    stage header, where the tables point."""
+    kept, depth = [], 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+        elif depth == 0:
+            kept.append(ch)
+    flat = re.sub(r"\s+", " ", "".join(kept))
+    flat = re.sub(r"\s+([,;:.])", r"\1", flat)            # "x (note), y" -> "x, y"
+    # A sentence ends at a period after a word and before a capital: "1.45x" and "e.g. 4100" go on.
+    first = re.split(r"(?<=[^\s.])\.\s+(?=[A-Z])", flat, maxsplit=1)[0]
+    return first.strip().rstrip(".:;, ")
+
+
 def _stage_meta() -> dict:
     return {(s.family, s.stem): s for s in all_stages()}
 
@@ -167,7 +187,7 @@ def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
                 res_txt = f"{_fmt(s['registers'], '.0f')} / {_fmt(s['shared_bytes'] / 1024, '.0f')} KB / {_fmt(s['spill_bytes'], '.0f')}"
                 if "lines_of_code" in s and pd.notna(s["lines_of_code"]):
                     loc = int(s["lines_of_code"])
-            expect = meta[(fam, stage)].expect if (fam, stage) in meta else ""
+            expect = expect_brief(meta[(fam, stage)].expect) if (fam, stage) in meta else ""
             cells[fam] = dict(
                 tf=_cell(r, lambda r: f"{r['tflops']:.1f}"), pct=_cell(r, lambda r: f"{r['pct_cublas']:.0f}%"),
                 speed=speed, err=_cell(r, lambda r: f"{r['rel_err']:.1e}") if r is not None else "",
@@ -177,7 +197,7 @@ def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
         rows.append({
             "stage": stage, "CUDA TFLOP/s": c["tf"], "CUDA % cuBLAS": c["pct"], "CUDA speedup": c["speed"],
             "Triton TFLOP/s": t["tf"], "Triton % cuBLAS": t["pct"], "Triton speedup": t["speed"],
-            "Expect (header; CUDA / Triton)": " / ".join(x for x in (c["expect"], t["expect"]) if x),
+            "Expect (header, first sentence; CUDA / Triton)": " / ".join(x for x in (c["expect"], t["expect"]) if x),
             "rel. err CUDA / Triton": f"{c['err']} / {t['err']}",
             "regs / smem / spill B (CUDA; Triton)": "; ".join(x for x in (c["res"], t["res"]) if x),
             "LOC CUDA / Triton": f"{c['loc']} / {t['loc']}",
@@ -310,6 +330,14 @@ METHOD = """\
   Repeats fit a time budget per kernel and shape; a kernel whose call takes too long is skipped
   at bigger shapes (the reason is in the table). Within a shape, repeats of all kernels run in
   rounds, so clock drift hits every family alike; each precision runs in its own process.
+- Clocks are not locked: the GPU sets its SM clock from its power draw. Interleaved, the kernels
+  of a shape run near the clock their mix sets (`sm_mhz`: the latest half-second nvidia-smi
+  sample when the shape finished). A kernel timed alone settles at its own clock, higher when it
+  draws less power, so its share of cuBLAS measured alone can differ by several points (the
+  CUDA s11 header records a case).
+- Ladder tables: the Expect column is the first sentence of each stage header's `Expect`, its
+  parenthesised notes left out; the full text, with the measurements behind the prediction, is
+  in the stage files (`cuda_src/<stage>.cu`, `triton_kernels/<stage>.py`).
 - Ceilings, same run: device copy bandwidth (read + write bytes), a Triton FP32 FMA-chain kernel,
   cuBLAS TF32/FP16/BF16 best of 4096^3 and 8192^3. Datasheet values are drawn dotted, labelled.
 - Roofline intensity: 2MNK / DRAM bytes (read + write) counted by Nsight Compute for one call

@@ -52,6 +52,32 @@ def test_render_is_deterministic(rendered, tmp_path):
     assert (tmp_path / "README.md").read_text() == (root / "README.md").read_text()
 
 
+def test_expect_brief_is_the_first_sentence_without_notes():
+    text = ("~1.8x s03 at 4096^3 fp32 (~70% of cuBLAS FP32; H100: 38.0 TFLOP/s (run 2)); still one\n"
+            "        buffer, e.g. 4100^3 waits. The share depends on the clock (ncu: 1.42 GHz).")
+    assert report.expect_brief(text) == "~1.8x s03 at 4096^3 fp32; still one buffer, e.g. 4100^3 waits"
+    assert report.expect_brief("~1.45x s10; rel. error as s10 (2.1e-4)") == "~1.45x s10; rel. error as s10"
+    assert report.expect_brief("~2-4% of cuBLAS FP32 at 4096^3 (memory-bound)") == "~2-4% of cuBLAS FP32 at 4096^3"
+    assert report.expect_brief("") == ""
+
+
+def test_ladder_tables_show_the_brief_expect(rendered):
+    root, _ = rendered
+    text = (root / "README.md").read_text()
+    (gpu_dir,) = report.recorded(root)
+    data = report.load(gpu_dir)
+    stages = {s.stem: s for s in report.all_stages() if s.family == "cuda"}
+    res = data.results
+    at_4096 = res[(res["M"] == 4096) & (res["N"] == 4096) & (res["K"] == 4096) & (res["family"] == "cuda")]
+    shown = [st for st in set(at_4096["stage"]) if st in stages and stages[st].expect]
+    assert shown
+    for st in shown:
+        full, brief = stages[st].expect, report.expect_brief(stages[st].expect)
+        assert brief in text, st
+        if brief != full:  # the notes stay in the header
+            assert full not in text, st
+
+
 def test_headline_table_is_markdown():
     (gpu_dir,) = report.recorded(FIXTURE)
     md = report.headline_table(report.load(gpu_dir))
