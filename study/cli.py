@@ -113,8 +113,8 @@ def measure(args) -> int:
     bar = _progress(total, "measuring")
     rows, triton_res, triton_tuned, crashes = [], [], [], []
 
-    def on_row(r):
-        r["sm_mhz"] = clock.latest()
+    def on_row(r, window=None):  # SM clock and board power over the shape's timed rounds
+        r.update(clock.during(*window) if window else clock.latest())
         bar.update(1)
     for prec, entries in groups.items():
         bar.set_description(f"measuring {prec}")

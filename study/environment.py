@@ -1,7 +1,9 @@
-"""The run's environment (GPU, driver, toolchain, commit, date) and the SM clock seen during it."""
+"""The run's environment (GPU, driver, toolchain, commit, date), and the SM clock and board power
+seen during it."""
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 import shutil
@@ -56,17 +58,20 @@ def collect() -> dict:
 
 
 class ClockSampler:
-    """Samples the SM clock every `period_s` in a thread (nvidia-smi, else torch.cuda.clock_rate)."""
+    """Samples the SM clock and the board power every `period_s` in a thread: nvidia-smi, else
+    the clock alone from torch.cuda.clock_rate. `during(t0, t1)` gives the medians over a
+    window (a shape's timed rounds), `latest()` the last sample."""
 
-    def __init__(self, period_s: float = 0.5):
-        self.period_s, self.samples, self._stop = period_s, [], threading.Event()
+    def __init__(self, period_s: float = 0.1):
+        self.period_s, self._stop = period_s, threading.Event()
+        self.samples: list = []  # (time.time(), SM MHz, board W or nan)
         self._proc, self._thread = None, None
 
     def start(self):
         smi = shutil.which("nvidia-smi")
         if smi:
             self._proc = subprocess.Popen(
-                [smi, "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", "0",
+                [smi, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-i", "0",
                  "-lms", str(int(self.period_s * 1000))], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self._thread = threading.Thread(target=self._read_smi, daemon=True)
         else:
@@ -76,33 +81,50 @@ class ClockSampler:
 
     def _read_smi(self):
         for line in self._proc.stdout:
+            parts = [x.strip() for x in line.split(",")]
             try:
-                self.samples.append((time.time(), float(line.strip())))
+                mhz = float(parts[0])
             except ValueError:
                 continue
+            try:
+                watts = float(parts[1])
+            except (IndexError, ValueError):  # "[N/A]" on boards that do not report power
+                watts = math.nan
+            self.samples.append((time.time(), mhz, watts))
 
     def _poll_torch(self):
         import torch
 
         while not self._stop.is_set():
             try:
-                self.samples.append((time.time(), float(torch.cuda.clock_rate())))
+                self.samples.append((time.time(), float(torch.cuda.clock_rate()), math.nan))
             except Exception:
                 return
             time.sleep(self.period_s)
 
-    def latest(self) -> float:
-        return self.samples[-1][1] if self.samples else float("nan")
+    @staticmethod
+    def _medians(samples) -> dict:
+        if not samples:
+            return {"sm_mhz": math.nan, "power_w": math.nan}
+        watts = [w for _, _, w in samples if not math.isnan(w)]
+        return {"sm_mhz": statistics.median(m for _, m, _ in samples),
+                "power_w": statistics.median(watts) if watts else math.nan}
 
-    def between(self, t0: float, t1: float) -> list:
-        return [mhz for t, mhz in self.samples if t0 <= t <= t1]
+    def latest(self) -> dict:
+        return self._medians(self.samples[-1:])
+
+    def during(self, t0: float, t1: float) -> dict:
+        """Medians of the samples taken between t0 and t1 (time.time()); the latest sample when
+        the window was too short to hold one."""
+        inside = [x for x in self.samples if t0 <= x[0] <= t1]
+        return self._medians(inside) if inside else self.latest()
 
     def stop(self) -> dict:
         self._stop.set()
         if self._proc:
             self._proc.terminate()
             self._proc.wait(timeout=5)
-        vals = [mhz for _, mhz in self.samples]
+        vals = [mhz for _, mhz, _ in self.samples]
         if not vals:
             return {"sm_clock_samples": 0}
         return {"sm_clock_samples": len(vals), "sm_clock_min_mhz": min(vals),

@@ -263,6 +263,7 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     # a ~2 ms spin at the start of a round also lets the clocks come back up before timing.
     todo = dict(timers)
     rnd = 0
+    timed_from = time.time()  # the parent reads the SM clock and board power over this window
     while todo:
         items = list(todo.items())
         start = rnd % len(items)
@@ -275,6 +276,8 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         torch.cuda.synchronize()
         for t, _ in timers.values():
             t.collect()
+    if timers:
+        emit({"event": "timed", "shape": shape.name, "t0": timed_from, "t1": time.time()})
     for entry, (t, _) in timers.items():
         tm = t.timing()
         rows[entry].update(ms_median=tm.ms_median, ms_q1=tm.ms_q1, ms_q3=tm.ms_q3, reps=tm.reps,
@@ -420,7 +423,9 @@ def _lines(proc, stall_s: float):
 def run_group(precision: str, entries: list, shapes: list, settings: Settings, on_row=None,
               log_path: Path | None = None, max_restarts: int = 4, stall_s: float = 180.0) -> GroupResult:
     """Measure one precision group in child processes; a kernel that crashes the child (or hangs:
-    no event for stall_s) is dropped and the child restarted at the shape where it happened."""
+    no event for stall_s) is dropped and the child restarted at the shape where it happened.
+    on_row(row, window): each row as it arrives, with (t0, t1) in time.time() of its shape's
+    timed rounds, or None for a row that was not timed."""
     res = GroupResult(precision)
     t0 = time.perf_counter()
     skip: dict = {}
@@ -440,7 +445,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen([sys.executable, "-m", "study.measure", "child", f.name], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
-        last_start, finished, hung = None, False, False
+        last_start, window, finished, hung = None, None, False, False
         for line in _lines(proc, stall_s):
             if line is None:  # no event for stall_s: a hung kernel; the child is killed
                 hung = True
@@ -453,11 +458,13 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
             if ev is None:
                 continue
             if ev["event"] == "start":
-                last_start = ev
+                last_start, window = ev, None
+            elif ev["event"] == "timed":   # the shape's timed rounds, before its rows
+                window = (ev["t0"], ev["t1"])
             elif ev["event"] == "row":
                 res.rows.append(ev["row"])
                 if on_row:
-                    on_row(ev["row"])
+                    on_row(ev["row"], window)
             elif ev["event"] == "resources":
                 res.resources += ev["rows"]
             elif ev["event"] == "autotune":

@@ -21,7 +21,7 @@ REPORTS = ROOT / "reports"
 RESULT_COLUMNS = ["gpu", "family", "stage", "kind", "dtype", "layout", "M", "N", "K", "shape_set",
                   "ms_median", "ms_q1", "ms_q3", "reps", "graph", "tflops", "pct_cublas", "pct_roof",
                   "intensity", "intensity_source", "rel_err", "tol", "status", "reason", "warmup_s",
-                  "sm_mhz", "note"]
+                  "sm_mhz", "power_w", "note"]
 TABLE_SIZES = (4096, 8192)
 PROFILE_SIZE = 4096
 
@@ -210,6 +210,19 @@ def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
     return pd.DataFrame(rows).astype(object).fillna("")
 
 
+def clock_note(data: Data, precision: str, n: int) -> str:
+    """"SM clock 1650 MHz, board 610 W": medians over the rows of the precision at n^3, each the
+    median of nvidia-smi samples during its shape's timed rounds; "" where none were recorded."""
+    res = data.results
+    sel = res[(res["dtype"] == precision) & (res["M"] == n) & (res["N"] == n) & (res["K"] == n)]
+    parts = []
+    for col, fmt in (("sm_mhz", "SM clock {:.0f} MHz"), ("power_w", "board {:.0f} W")):
+        vals = pd.to_numeric(sel[col], errors="coerce").dropna() if col in sel else pd.Series(dtype=float)
+        if len(vals):
+            parts.append(fmt.format(vals.median()))
+    return ", ".join(parts)
+
+
 def findings_table(data: Data) -> pd.DataFrame:
     res = data.results
     f = res[res["kind"] == "finding"]
@@ -331,10 +344,11 @@ METHOD = """\
   at bigger shapes (the reason is in the table). Within a shape, repeats of all kernels run in
   rounds, so clock drift hits every family alike; each precision runs in its own process.
 - Clocks are not locked: the GPU sets its SM clock from its power draw. Interleaved, the kernels
-  of a shape run near the clock their mix sets (`sm_mhz`: the latest half-second nvidia-smi
-  sample when the shape finished). A kernel timed alone settles at its own clock, higher when it
-  draws less power, so its share of cuBLAS measured alone can differ by several points (the
-  CUDA s11 header records a case).
+  of a shape run near the clock their mix sets: `sm_mhz` and `power_w` are the medians of
+  nvidia-smi samples (every 0.1 s) taken during the shape's timed rounds, shown above each ladder
+  table. A kernel timed alone settles at its own clock, higher when it draws less power, so its
+  share of cuBLAS measured alone can differ by several points (the CUDA s11 header records a
+  case).
 - Ladder tables: the Expect column is the first sentence of each stage header's `Expect`, its
   parenthesised notes left out; the full text, with the measurements behind the prediction, is
   in the stage files (`cuda_src/<stage>.cu`, `triton_kernels/<stage>.py`).
@@ -369,7 +383,9 @@ def readme(datas: list, root: Path = REPORTS) -> str:
             for n in TABLE_SIZES:
                 t = ladder_table(data, prec, n)
                 if len(t):
-                    out.append(f"\n{n}^3 (speedup: over the family's previous stage at the same shape):\n\n" + markdown(t))
+                    clk = clock_note(data, prec, n)
+                    out.append(f"\n{n}^3 (speedup: over the family's previous stage at the same shape"
+                               + (f"; during the timed rounds: {clk}" if clk else "") + "):\n\n" + markdown(t))
                     out.append(f"\n![{prec} ladder {n}](figures/{data.gpu}/ladder_{prec}_{n}.png)\n")
             out.append(f"\n![{prec} TFLOP/s vs size](figures/{data.gpu}/size_{prec}.png)\n")
         f = findings_table(data)

@@ -52,6 +52,24 @@ def test_render_is_deterministic(rendered, tmp_path):
     assert (tmp_path / "README.md").read_text() == (root / "README.md").read_text()
 
 
+def test_clock_sampler_window_medians():
+    from study.environment import ClockSampler
+
+    c = ClockSampler()
+    assert math.isnan(c.latest()["sm_mhz"]) and math.isnan(c.during(0, 1)["power_w"])
+    c.samples = [(0.0, 1980.0, 100.0), (1.0, 1500.0, 690.0), (1.1, 1600.0, 650.0), (1.2, 1550.0, math.nan),
+                 (5.0, 1900.0, 300.0)]
+    assert c.during(0.9, 1.3) == {"sm_mhz": 1550.0, "power_w": 670.0}
+    assert c.during(2.0, 3.0) == c.latest() == {"sm_mhz": 1900.0, "power_w": 300.0}  # no sample inside
+
+
+def test_ladder_tables_name_their_clock(rendered):
+    root, _ = rendered
+    text = (root / "README.md").read_text()
+    assert "4096^3 (speedup: over the family's previous stage at the same shape; during the timed " \
+           "rounds: SM clock 1755 MHz):" in text  # the fixture records sm_mhz, no power_w
+
+
 def test_expect_brief_is_the_first_sentence_without_notes():
     text = ("~1.8x s03 at 4096^3 fp32 (~70% of cuBLAS FP32; H100: 38.0 TFLOP/s (run 2)); still one\n"
             "        buffer, e.g. 4100^3 waits. The share depends on the clock (ncu: 1.42 GHz).")
@@ -115,6 +133,7 @@ for shape in spec["shapes"]:
         if e["stage"] == "s03" and shape["M"] == 256:
             time.sleep(30)
         rows.append(dict(stage=e["stage"], M=shape["M"], N=shape["N"], K=shape["K"], status="ok"))
+    print(json.dumps({"event": "timed", "shape": str(shape["M"]), "t0": shape["M"], "t1": shape["M"] + 1}))
     for r in rows:
         print(json.dumps({"event": "row", "row": r}), flush=True)
 print(json.dumps({"event": "done"}))
@@ -136,8 +155,11 @@ def test_crashing_and_hanging_kernels_are_dropped(tmp_path, monkeypatch):
     entries = [bench.Entry("cublas", "cublas", "fp32", "NN", "baseline")] + \
         [bench.Entry("cuda", s, "fp32", "NN") for s in ("s01", "s02", "s03")]
     shapes = bench.parse_shapes(["64", "128", "256", "512"])
-    g = bench.run_group("fp32", entries, shapes, bench.Settings(), stall_s=3)
+    windows = []
+    g = bench.run_group("fp32", entries, shapes, bench.Settings(), stall_s=3,
+                        on_row=lambda r, w: windows.append((r["M"], w)))
     assert len(g.rows) == len(entries) * len(shapes)
+    assert windows and all(w == (m, m + 1) for m, w in windows)  # each row gets its shape's timed window
     status = {(r["stage"], r["M"]): r["status"] for r in g.rows}
     assert status[("s02", 64)] == "ok" and status[("s02", 128)] == "skipped"
     assert status[("s03", 128)] == "ok" and status[("s03", 256)] == "skipped"
