@@ -41,9 +41,9 @@
 //         -2%), a third loop body for blocks inside M and N without row predicates (223 SASS per K
 //         tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%). Two blocks per SM (128x128 tiles
 //         of 4 warps, BK 64 x 3 or BK 32 x 4-6 stages, 64-96 KiB each), so that one block's
-//         prologue and epilogue run under the other's K loop: 57-61% of cuBLAS where the default
-//         read 63-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile copies 1.33x the operand
-//         bytes per FLOP of 128x256); 256x128 tiles 60-64%.
+//         prologue and epilogue run under the other's K loop: 56-61% of cuBLAS where the default
+//         read 61-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile copies 1.33x the operand
+//         bytes per FLOP of 128x256); 256x128 tiles 59-64%.
 // Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
 //         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a and 81cbf86: fp16 416.0 / 442.8
 //         TFLOP/s, 59.1% / 60.3% and 414.0 / 445.0, 58.8% / 60.1%; bf16 433.3 / 460.7, 58.6% /
