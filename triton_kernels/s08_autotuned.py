@@ -27,8 +27,11 @@ Expect: ~88% of cuBLAS FP32 (TF32 off) at 4096^3 and ~92% at 8192^3 (H100 studie
         8192 (20.04 waves) 90.9%. Smaller tiles quantize better and lose more per SM (study.bench,
         one run, 4096^3 / 8192^3): 64x64x32 at 2 warps (190 registers, 4 programs and 8 warps per
         SM, 15.5 waves) 84.6% / 86.0%, the same with 5 stages (3 programs per SM) 73% / 76%,
-        64x64x16 x 6 stages 84.1% / 85.7%, 128x32 72% / 75%, 64x64x64 58% / 59%. Four 64x128
-        programs per SM need <= 128 registers: maxnreg 128 or 136 spills 72-144 B.
+        64x64x16 x 6 stages 84.1% / 85.7%, 128x32 72% / 75%, 64x64x64 58% / 59%. Two programs per
+        SM, held there by shared memory (7.8 waves at 4096^3), lose more still (study.bench at
+        5c5a8f9): 64x128x32 x 5 stages 83.1% / 84.6%, 128x64x32 x 5 stages 80.8% / 81.6%, 64x128x16
+        x 8 stages 77.7% / 78.3%. Four 64x128 programs per SM need <= 128 registers: maxnreg 128 or
+        136 spills 72-144 B.
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s08_autotuned.cu
