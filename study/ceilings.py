@@ -13,7 +13,7 @@ import pandas as pd
 import triton
 import triton.language as tl
 
-from .roofline import datasheet
+from .roofline import datasheet_entry
 
 FMA_BLOCK = 1024      # elements per program: 8 per thread at 4 warps
 FMA_ITERS = 8192      # dependent steps per chain
@@ -108,9 +108,9 @@ def cublas_peaks(sizes=(4096, 8192), reps: int = 10) -> list:
 
 
 def datasheet_rows(gpu: str) -> list:
-    ds = datasheet(gpu)
+    label, ds = datasheet_entry(gpu)
     rows = [{"name": f"datasheet_{k}", "precision": "memory" if k == "bandwidth" else k, "value": v,
-             "unit": "TB/s" if k == "bandwidth" else "TFLOP/s", "detail": "H100 SXM5 datasheet (dense)"}
+             "unit": "TB/s" if k == "bandwidth" else "TFLOP/s", "detail": f"{label} datasheet (dense)"}
             for k, v in ds.items()]
     for r in rows:
         r["source"] = "datasheet"

@@ -18,17 +18,24 @@ ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
 # Which measured ceiling bounds each precision's compute.
 COMPUTE_CEILING = {"fp32": "fp32_fma_chain", "tf32": "cublas_tf32", "fp16": "cublas_fp16", "bf16": "cublas_bf16"}
 BANDWIDTH_CEILING = "copy_bandwidth"
-# H100 SXM5 datasheet, dense (no sparsity).
+# NVIDIA datasheets, dense (no sparsity), keyed by a part of the GPU's name: (label, values).
+# The H200 has the H100's SMs and clocks with faster memory.
 DATASHEET = {
-    "H100": {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "bandwidth": 3.35},
+    "H100": ("H100 SXM5", {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "bandwidth": 3.35}),
+    "H200": ("H200 SXM", {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "bandwidth": 4.8}),
 }
 
 
-def datasheet(gpu: str) -> dict:
-    for key, vals in DATASHEET.items():
+def datasheet_entry(gpu: str) -> tuple:
+    """(label, {precision or "bandwidth": value}) of the GPU's datasheet; ("", {}) if unknown."""
+    for key, entry in DATASHEET.items():
         if key in gpu.upper():
-            return vals
-    return {}
+            return entry
+    return "", {}
+
+
+def datasheet(gpu: str) -> dict:
+    return datasheet_entry(gpu)[1]
 
 
 def modelled_bytes(M: int, N: int, K: int, precision: str) -> int:

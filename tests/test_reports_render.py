@@ -52,6 +52,18 @@ def test_render_is_deterministic(rendered, tmp_path):
     assert (tmp_path / "README.md").read_text() == (root / "README.md").read_text()
 
 
+def test_datasheet_rows_name_their_gpu():
+    from study.ceilings import datasheet_rows
+
+    rows = {r["name"]: r for r in datasheet_rows("NVIDIA_H200")}
+    assert rows["datasheet_bandwidth"]["value"] == 4.8 and rows["datasheet_fp16"]["value"] == 989.0
+    assert {r["detail"] for r in rows.values()} == {"H200 SXM datasheet (dense)"}
+    h100 = {r["name"]: r for r in datasheet_rows("NVIDIA_H100_80GB_HBM3")}
+    assert h100["datasheet_bandwidth"]["value"] == 3.35
+    assert h100["datasheet_bandwidth"]["detail"] == "H100 SXM5 datasheet (dense)"
+    assert datasheet_rows("NVIDIA_A100-SXM4-80GB") == []  # no datasheet known: measured roofs only
+
+
 def test_clock_sampler_window_medians():
     from study.environment import ClockSampler
 
