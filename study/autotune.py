@@ -35,13 +35,14 @@ def shape_class(M: int, N: int, K: int) -> str:
 
 
 def vector_path(p, *tensors) -> bool:
-    """True when the operands allow 16-byte accesses: every pointer 16-byte aligned, leading
-    dimensions, K and N multiples of 16 bytes' worth of elements. A stage runs another kernel
-    (4-byte copies) otherwise, whose best tile differs: 4095^3 and 4096^3 share a shape class
-    but not a path, so the path is part of the key."""
+    """True when the launcher takes its 16-byte copy kernel, by the launchers' own rule
+    (simt::float4_ok): every pointer 16-byte aligned and the leading dimensions multiples of 16
+    bytes' worth of elements; K and N tails are predicated inside that kernel. Otherwise it runs
+    another kernel (4-byte copies), whose best tile differs: 4095^3 and 4096^3 share a shape
+    class but not a path, so the path is part of the key."""
     vec = 16 // tensors[0].element_size()
     return (all(t.data_ptr() % 16 == 0 for t in tensors)
-            and all(x % vec == 0 for x in (p.lda, p.ldb, p.ldc, p.K, p.N)))
+            and all(x % vec == 0 for x in (p.lda, p.ldb, p.ldc)))
 
 
 def _key(kern, p, *tensors) -> str:

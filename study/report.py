@@ -211,8 +211,9 @@ def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
 
 
 def clock_note(data: Data, precision: str, n: int) -> str:
-    """"SM clock 1650 MHz, board 610 W": medians over the rows of the precision at n^3, each the
-    median of nvidia-smi samples during its shape's timed rounds; "" where none were recorded."""
+    """The clock line above a ladder table, e.g. "SM clock 1650 MHz, board 610 W": medians over
+    the rows of the precision at n^3, each the median of nvidia-smi samples during its shape's
+    timed rounds; "" where none were recorded."""
     res = data.results
     sel = res[(res["dtype"] == precision) & (res["M"] == n) & (res["N"] == n) & (res["K"] == n)]
     parts = []

@@ -208,3 +208,4 @@ def test_autotune_key_separates_the_copy_paths():
     assert key(4096, ld=4100) == key(4096)
     assert key(4096, ld=4098).endswith(" unaligned")
     assert key(4096, offset=1).endswith(" unaligned")  # a 4-byte aligned base pointer
+    assert key(4095, ld=4096) == key(4096)  # padded rows: the 16-byte kernel, K and N tails predicated
