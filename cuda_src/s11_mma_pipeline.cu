@@ -36,14 +36,22 @@
 //         SASS instructions per 16-byte copy) +15%; 8 warps x 64x64 and BK 64 +3-8%; fragment
 //         double-buffering (single-buffered 128x256: 300-341); the branch-free loop body +6-8%
 //         (study.bench, 3 rounds in one run: fp16 432-441 -> 470-473 TFLOP/s at 4096^3, 463-467 ->
-//         492-494 at 8192^3; bf16 458-468 -> 484-489, 477-479 -> 507-509). No gain (study.bench,
-//         same runs): 4 vs 3 stages, GROUP_M 8 vs 16, the refill at step 1 instead of 0 (step 2:
-//         -2%), a third loop body for blocks inside M and N without row predicates (223 SASS per K
-//         tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%). Two blocks per SM (128x128 tiles
-//         of 4 warps, BK 64 x 3 or BK 32 x 4-6 stages, 64-96 KiB each), so that one block's
-//         prologue and epilogue run under the other's K loop: 56-61% of cuBLAS where the default
-//         read 61-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile copies 1.33x the operand
-//         bytes per FLOP of 128x256); 256x128 tiles 59-64%.
+//         492-494 at 8192^3; bf16 458-468 -> 484-489, 477-479 -> 507-509); the serpentine MMA order
+//         (odd m16 rows walk the n8 tiles backwards, so consecutive MMAs share an operand)
+//         +0.5-0.7% at 3 of 4 points and +1 / -1% at 4096^3 fp16 (study.bench, 2 rounds at
+//         80f782b). No gain (study.bench, same runs): 4 vs 3 stages, GROUP_M 8 vs 16, the refill at
+//         step 1 instead of 0 (step 2: -2%), a third loop body for blocks inside M and N without
+//         row predicates (223 SASS per K tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%). Two
+//         blocks per SM (128x128 tiles of 4 warps, BK 64 x 3 or BK 32 x 4-6 stages, 64-96 KiB
+//         each), so that one block's prologue and epilogue run under the other's K loop: 56-61% of
+//         cuBLAS where the default read 61-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile
+//         copies 1.33x the operand bytes per FLOP of 128x256); 256x128 tiles 59-64%; cp.async with
+//         an L2::128B or L2::256B prefetch hint: 0 / -1%. What each block costs besides its K loop
+//         (ncu, locked clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at
+//         4096x4096x8192, 82.1% at 8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these
+//         512-block grids included) and a fixed cost per block (pipeline fill, epilogue, block
+//         turnover) worth ~5 K tiles: ~7% at 4096^3, ~2% at 8192^3. Hiding it takes a second block
+//         per SM (above: loses) or a persistent loop (s13).
 // Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
 //         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a and 81cbf86: fp16 416.0 / 442.8
 //         TFLOP/s, 59.1% / 60.3% and 414.0 / 445.0, 58.8% / 60.1%; bf16 433.3 / 460.7, 58.6% /
@@ -318,13 +326,17 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
       ldmatrix_x4_trans(bf[buf][np], stage + b_off[np] + ks * 16 * B_CPR * 16);
   };
   float acc[MT][NT][4] = {};  // WM x WN fp32 per warp: MT*NT*4 registers per thread
+  // Serpentine order: odd m16 rows walk the n8 columns backwards, so consecutive MMAs always
+  // share an operand (the A fragment along a row, the B fragment at a row change).
   auto mmas = [&](int buf) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int j = 0; j < NT; ++j) {
+        const int nt = mt % 2 ? NT - 1 - j : j;
         mma_16816<T>(acc[mt][nt], af[buf][mt], bf[buf][nt / 2][(nt % 2) * 2],
                      bf[buf][nt / 2][(nt % 2) * 2 + 1]);
+      }
   };
 
   // --- loop over K. wait<STAGES-2>: at most STAGES-2 younger groups pending, i.e. the tile
