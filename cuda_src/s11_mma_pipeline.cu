@@ -50,7 +50,7 @@
 //         (ncu, locked clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at
 //         4096x4096x8192, 82.1% at 8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these
 //         512-block grids included) and a fixed cost per block (pipeline fill, epilogue, block
-//         turnover) worth ~5 K tiles: ~7% at 4096^3, ~2% at 8192^3. Hiding it takes a second block
+//         turnover) worth ~5 K tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block
 //         per SM (above: loses) or a persistent loop (s13).
 // Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
 //         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a and 81cbf86: fp16 416.0 / 442.8
