@@ -52,26 +52,27 @@
 //         512-block grids included) and a fixed cost per block (pipeline fill, epilogue, block
 //         turnover) worth ~5 K tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block
 //         per SM (above: loses) or a persistent loop (s13).
-// Expect: ~415-460 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~59-60% of
-//         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a and 81cbf86: fp16 416.0 / 442.8
-//         TFLOP/s, 59.1% / 60.3% and 414.0 / 445.0, 58.8% / 60.1%; bf16 433.3 / 460.7, 58.6% /
-//         59.8% and 440.8 / 463.1, 59.6% / 60.6% at 4096^3 / 8192^3; at 460ff6c, before the
-//         branch-free loop body, 54-55%). The share depends on the SM clock, which this kernel
-//         follows and cuBLAS much less: study.bench bursts (2 ms idle between rounds; nvidia-smi
-//         every 50 ms: SM clock median 1875 MHz, power median 450 W) read it at 63-65% (4096^3) and
-//         66-67% (8192^3), while the study's sustained rounds ran its 4096^3 fp16 / bf16 sections
-//         at 1530 / 1500 MHz (8192^3: 1725 / 1755; at 81cbf86, medians over the timed rounds, 1598
-//         / 1650 MHz and 1620 / 1710 MHz at 683-693 W, the board's 700 W limit), where cuBLAS read
-//         704-771 TFLOP/s, 2-6% below its burst rate, and this kernel 11-13% below its own. Each
-//         kernel run alone for 1 s settles at its own clock (fp16 4096^3, no flush, nvidia-smi
-//         every 20 ms): this one at 1640 MHz and 580 W, cuBLAS at 1425 MHz and 600 W, 66% of
-//         cuBLAS, where a study section in the same session read 59.6% (one nvidia-smi sample in
-//         that section: 1650 MHz): the study's rotation interleaves the kernels of a section, so
-//         they run near the clock their mix sets. ncu at a locked 1.42 GHz: 398 TFLOP/s, i.e. 0.28
-//         TFLOP/s per MHz. mma.sync ceiling (register-only m16n8k16 on all SMs, measured here):
-//         fp16 615-650, bf16 640-655 TFLOP/s, so 64-72% of it, and 42-47% of H100's 989 TFLOP/s
-//         wgmma peak. 128x256 tiles leave small problems short of blocks (1000^3: 32 blocks, ~78
-//         TFLOP/s). rel. error as s10, set by the output rounding (2.1e-4 fp16, 1.7e-3 bf16)
+// Expect: ~405-465 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~58-61% of
+//         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a, 81cbf86 and 7417859: fp16 416.0 /
+//         442.8 TFLOP/s, 59.1% / 60.3%; 414.0 / 445.0, 58.8% / 60.1%; 407.5 / 441.6, 58.3% / 60.9%;
+//         bf16 433.3 / 460.7, 58.6% / 59.8%; 440.8 / 463.1, 59.6% / 60.6%; 427.7 / 448.9, 58.7% /
+//         59.7% at 4096^3 / 8192^3; at 460ff6c, before the branch-free loop body, 54-55%). The
+//         share depends on the SM clock, which this kernel follows and cuBLAS much less:
+//         study.bench bursts (2 ms idle between rounds; nvidia-smi every 50 ms: SM clock median
+//         1875 MHz, power median 450 W) read it at 63-65% (4096^3) and 66-67% (8192^3), while the
+//         study's sustained rounds ran its 4096^3 fp16 / bf16 sections at 1530 / 1500 MHz (8192^3:
+//         1725 / 1755; at 81cbf86, medians over the timed rounds, 1598 / 1650 MHz and 1620 / 1710
+//         MHz at 683-693 W, the board's 700 W limit), where cuBLAS read 704-771 TFLOP/s, 2-6% below
+//         its burst rate, and this kernel 11-13% below its own. Each kernel run alone for 1 s
+//         settles at its own clock (fp16 4096^3, no flush, nvidia-smi every 20 ms): this one at
+//         1640 MHz and 580 W, cuBLAS at 1425 MHz and 600 W, 66% of cuBLAS, where a study section in
+//         the same session read 59.6% (one nvidia-smi sample in that section: 1650 MHz): the
+//         study's rotation interleaves the kernels of a section, so they run near the clock their
+//         mix sets. ncu at a locked 1.42 GHz: 398 TFLOP/s, i.e. 0.28 TFLOP/s per MHz. mma.sync
+//         ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650, bf16 640-655
+//         TFLOP/s, so 64-72% of it, and 42-47% of H100's 989 TFLOP/s wgmma peak. 128x256 tiles
+//         leave small problems short of blocks (1000^3: 32 blocks, ~78 TFLOP/s). rel. error as s10,
+//         set by the output rounding (2.1e-4 fp16, 1.7e-3 bf16)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
 //         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise

@@ -17,18 +17,18 @@ Why:    the best SIMT tile trades registers (accumulators per thread: BM * BN / 
         64x128x32 tile at 4 warps and 4 stages (168 registers, 3 programs per SM) wins at
         4096^3 and 8192^3; the 8-warp 256x64 and 128x128 tiles (1 program per SM) fall to 83%.
 Expect: ~88% of cuBLAS FP32 (TF32 off) at 4096^3 and ~92% at 8192^3 (H100 studies at 460ff6c,
-        ce5c79a and 81cbf86: 45.2-45.4 / 47.3 TFLOP/s, 88.0-88.2% / 91.7%; study.bench: 87.9-88.1%
-        and 91.6-91.7%; with masks everywhere the study read 84.7% / 85.9%), ~1.05-1.1x s07. The 90%
-        aim holds at 8192^3 and is missed at 4096^3, where 2048 tiles make 5.2 waves of 396
-        programs; the last 68 run alone, one per SM, and that partial round costs about the same
-        whatever its size: with the same config, M = 3968 / 4096 / 4224 at N = K = 4096 (1984 / 2048
-        / 2112 tiles, 4 / 68 / 132 past 5 full waves) took 3.007 / 3.027 / 3.040 ms, 88.2-88.6% /
-        88.0% / 91.8-91.9% of cuBLAS (study.bench, 2 rounds at 3cec410), and M = 7936 at N = K =
-        8192 (20.04 waves) 90.9%. Smaller tiles quantize better and lose more per SM (study.bench,
-        one run, 4096^3 / 8192^3): 64x64x32 at 2 warps (190 registers, 4 programs and 8 warps per
-        SM, 15.5 waves) 84.6% / 86.0%, the same with 5 stages (3 programs per SM) 73% / 76%,
-        64x64x16 x 6 stages 84.1% / 85.7%, 128x32 72% / 75%, 64x64x64 58% / 59%. Two programs per
-        SM, held there by shared memory (7.8 waves at 4096^3), lose more still (study.bench at
+        ce5c79a, 81cbf86 and 7417859: 45.2-45.4 / 47.3-47.7 TFLOP/s, 88.0-88.2% / 91.7-91.9%;
+        study.bench: 87.9-88.1% and 91.6-91.7%; with masks everywhere the study read 84.7% / 85.9%),
+        ~1.05-1.1x s07. The 90% aim holds at 8192^3 and is missed at 4096^3, where 2048 tiles make
+        5.2 waves of 396 programs; the last 68 run alone, one per SM, and that partial round costs
+        about the same whatever its size: with the same config, M = 3968 / 4096 / 4224 at N = K =
+        4096 (1984 / 2048 / 2112 tiles, 4 / 68 / 132 past 5 full waves) took 3.007 / 3.027 / 3.040
+        ms, 88.2-88.6% / 88.0% / 91.8-91.9% of cuBLAS (study.bench, 2 rounds at 3cec410), and M =
+        7936 at N = K = 8192 (20.04 waves) 90.9%. Smaller tiles quantize better and lose more per SM
+        (study.bench, one run, 4096^3 / 8192^3): 64x64x32 at 2 warps (190 registers, 4 programs and
+        8 warps per SM, 15.5 waves) 84.6% / 86.0%, the same with 5 stages (3 programs per SM) 73% /
+        76%, 64x64x16 x 6 stages 84.1% / 85.7%, 128x32 72% / 75%, 64x64x64 58% / 59%. Two programs
+        per SM, held there by shared memory (7.8 waves at 4096^3), lose more still (study.bench at
         5c5a8f9): 64x128x32 x 5 stages 83.1% / 84.6%, 128x64x32 x 5 stages 80.8% / 81.6%, 64x128x16
         x 8 stages 77.7% / 78.3%. Four 64x128 programs per SM need <= 128 registers: maxnreg 128 or
         136 spills 72-144 B.

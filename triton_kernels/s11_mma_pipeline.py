@@ -12,16 +12,17 @@ Why:    a 128x256 tile reaches 2*128*256 / ((128+256)*2) = 85 FLOP/B of loads (s
         touches 4 A strips (2 MiB each) + 32 B strips (4 MiB each) = 136 MiB; grouped by 8 tile
         rows it touches 8 A + 17 B strips = 84 MiB, 1.6x less DRAM traffic (at 4096^3 a wave
         spans only ~8 tile rows either way, so grouping matters little there).
-Expect: ~1.4x s10 at 4096^3, ~96-99% of cuBLAS FP16/BF16 (H100 study run at 8e3ed12, with
-        the unmasked loop: fp16 96.0% / 98.8%, bf16 96.8% / 99.0% at 4096^3 / 8192^3, 673-755
-        TFLOP/s; the run before it, masked everywhere: 94.8-95.3% / 96.9-97.5%; earlier runs,
-        which timed this stage in plain launches beside graph-timed cuBLAS at 4096^3: 90-94%
-        there). Unmasked loads (EVEN), study.bench, 2 rounds, same config: fp16 94.1-94.5% ->
-        95.0-95.1%, bf16 94.0-94.1% -> 94.8-94.9% at 4096^3; 95.9% -> 96.6-97.0%, 96.4% ->
-        97.3% at 8192^3. No other of 13 swept tiles beat the 128x256x64 x 4-stage pick at
-        4096^3, nor, re-timed one mode per shape, GROUP_M 16 (+0.2-0.4 points), 4 (-0.4 to
-        -3), 3 stages (-13), 256x128 (-10) or 128x256x32 x 6 stages (-1.3 to -1.9). 1024^3 fp16:
-        84% (graph-timed; 77% before the 128x64 tile joined the menu)
+Expect: ~1.4x s10 at 4096^3, ~95-99% of cuBLAS FP16/BF16 (H100 study runs with the unmasked loop at
+        8e3ed12, 81cbf86 and 7417859: fp16 96.0% / 98.8%, 96.5% / 97.7% and 95.2% / 98.1%, bf16
+        96.8% / 99.0%, 97.8% / 99.3% and 95.2% / 98.7% at 4096^3 / 8192^3, 666-759 TFLOP/s; H200 at
+        6a25e69: 95.5% / 98.4% fp16, 94.6% / 98.3% bf16; the H100 run before 8e3ed12, masked
+        everywhere: 94.8-95.3% / 96.9-97.5%; earlier runs, which timed this stage in plain launches
+        beside graph-timed cuBLAS at 4096^3: 90-94% there). Unmasked loads (EVEN), study.bench, 2
+        rounds, same config: fp16 94.1-94.5% -> 95.0-95.1%, bf16 94.0-94.1% -> 94.8-94.9% at 4096^3;
+        95.9% -> 96.6-97.0%, 96.4% -> 97.3% at 8192^3. No other of 13 swept tiles beat the
+        128x256x64 x 4-stage pick at 4096^3, nor, re-timed one mode per shape, GROUP_M 16 (+0.2-0.4
+        points), 4 (-0.4 to -3), 3 stages (-13), 256x128 (-10) or 128x256x32 x 6 stages (-1.3 to
+        -1.9). 1024^3 fp16: 84% (graph-timed; 77% before the 128x64 tile joined the menu)
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s11_mma_pipeline.cu
