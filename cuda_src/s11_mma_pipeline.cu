@@ -46,12 +46,13 @@
 //         each), so that one block's prologue and epilogue run under the other's K loop: 56-61% of
 //         cuBLAS where the default read 61-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile
 //         copies 1.33x the operand bytes per FLOP of 128x256); 256x128 tiles 59-64%; cp.async with
-//         an L2::128B or L2::256B prefetch hint: 0 / -1%. What each block costs besides its K loop
-//         (ncu, locked clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at
-//         4096x4096x8192, 82.1% at 8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these
-//         512-block grids included) and a fixed cost per block (pipeline fill, epilogue, block
-//         turnover) worth ~5 K tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block
-//         per SM (above: loses) or a persistent loop (s13).
+//         an L2::128B or L2::256B prefetch hint: 0 / -1%; the n8-outer serpentine order: -1 to -3%
+//         at 3 of 4 points. What each block costs besides its K loop (ncu, locked clocks, tensor
+//         pipe active): 64.7% at 4096x4096x1024, 81.4% at 4096x4096x8192, 82.1% at 8192^3, i.e.
+//         ~84.5% inside the loop (the 3.88-wave tail of these 512-block grids included) and a fixed
+//         cost per block (pipeline fill, epilogue, block turnover) worth ~5 K tiles: ~7% at 4096^3,
+//         ~4% at 8192^3. Hiding it takes a second block per SM (above: loses) or a persistent loop
+//         (s13).
 // Expect: ~405-465 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~58-61% of
 //         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a, 81cbf86 and 7417859: fp16 416.0 /
 //         442.8 TFLOP/s, 59.1% / 60.3%; 414.0 / 445.0, 58.8% / 60.1%; 407.5 / 441.6, 58.3% / 60.9%;
