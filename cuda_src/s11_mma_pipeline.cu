@@ -51,12 +51,13 @@
 //         of step 0 (ptxas then issues step 2's ldmatrix 17 HMMAs ahead of its use instead of 2;
 //         ncu: short-scoreboard stalls 4.5% -> 0.6% of warp cycles, tensor pipe unchanged at
 //         78.7%): -0.5 to -1% at 8192^3, -2 to +3% at 4096^3 (study.bench, 3 rounds at 03fe786);
-//         the other warp of each scheduler already covered that wait. What each block costs besides
-//         its K loop (ncu, locked clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at
-//         4096x4096x8192, 82.1% at 8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these
-//         512-block grids included) and a fixed cost per block (pipeline fill, epilogue, block
-//         turnover) worth ~5 K tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block
-//         per SM (above: loses) or a persistent loop (s13).
+//         the other warp of each scheduler already covered that wait. Streaming (st.global.cs)
+//         epilogue stores: 0 to -1.5%. What each block costs besides its K loop (ncu, locked
+//         clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at 4096x4096x8192, 82.1% at
+//         8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these 512-block grids
+//         included) and a fixed cost per block (pipeline fill, epilogue, block turnover) worth ~5 K
+//         tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block per SM (above: loses)
+//         or a persistent loop (s13).
 // Expect: ~405-465 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~58-61% of
 //         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a, 81cbf86 and 7417859: fp16 416.0 /
 //         442.8 TFLOP/s, 59.1% / 60.3%; 414.0 / 445.0, 58.8% / 60.1%; 407.5 / 441.6, 58.3% / 60.9%;

@@ -31,7 +31,8 @@ Expect: ~88% of cuBLAS FP32 (TF32 off) at 4096^3 and ~92% at 8192^3 (H100 studie
         per SM, held there by shared memory (7.8 waves at 4096^3), lose more still (study.bench at
         5c5a8f9): 64x128x32 x 5 stages 83.1% / 84.6%, 128x64x32 x 5 stages 80.8% / 81.6%, 64x128x16
         x 8 stages 77.7% / 78.3%. Four 64x128 programs per SM need <= 128 registers: maxnreg 128 or
-        136 spills 72-144 B.
+        136 spills 72-144 B. Unrolling the K loop (x2, x4) spills 2.1-2.5 KB (AOT, sm_90); a
+        streaming (.cs) C store reads the same 88.0% (study.bench at 03fe786).
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s08_autotuned.cu

@@ -24,18 +24,19 @@ Expect: ~84-87% of cuBLAS TF32 (NT) at 4096^3 and 8192^3 with the unmasked loop,
         runs with masks everywhere: 74-76% and 77-78%; a 12-config sweep with the unmasked loop
         (study.bench) peaked at 85.1% / 86.9% with the first config, the rest at 84.7% or less,
         256x128 and 128x128 tiles 56-79%; an unmasked EVEN epilogue read 79% / 79-82% where the
-        stage read 84.5% / 86.9%, study.bench, 3 rounds at 80f782b). The 85% aim holds at 8192^3 and
-        is missed by under a point at 4096^3. The K loop is already lean (per K step, from the sm_90
-        SASS: wait for the stage, barrier, 4 HGMMA 64x256x8, wait for the previous wgmma group,
-        barrier, 12 cp.async; C leaves through shared memory as 16-byte stores); with one 144 KiB
-        program per SM, each tile's pipeline fill and 128 KiB C store run while its tensor cores
-        idle, which would weigh twice as much at 4096^3 as at 8192^3 (not measured apart;
-        overlapping them takes a persistent loop, s13's technique). The operands do not bind: ncu at
-        4096^3 (one launch, clocks at 1.43 GHz, 466 us) reads SM compute throughput 76%, L2 44%,
-        DRAM 23%, L2 hit rate 75%. Row-major B (NN) runs correctly but at ~0.28x of NT, a finding
-        the study measures (study runs: 82-86 TFLOP/s at 4096^3, 21% of cuBLAS TF32 NN: B moves as
-        4-byte copies, and the 128x256 config spills 576 B in that specialisation). Error vs fp64
-        ~8e-4 relative (TF32 rounding), not fp32's ~1e-6.
+        stage read 84.5% / 86.9%, study.bench, 3 rounds at 80f782b; a streaming (.cs) C store
+        84.0-84.4% / 86.7-86.9%, the stage 84.6-84.9% / 86.9-87.1%, 3 rounds at 03fe786). The 85%
+        aim holds at 8192^3 and is missed by under a point at 4096^3. The K loop is already lean
+        (per K step, from the sm_90 SASS: wait for the stage, barrier, 4 HGMMA 64x256x8, wait for
+        the previous wgmma group, barrier, 12 cp.async; C leaves through shared memory as 16-byte
+        stores); with one 144 KiB program per SM, each tile's pipeline fill and 128 KiB C store run
+        while its tensor cores idle, which would weigh twice as much at 4096^3 as at 8192^3 (not
+        measured apart; overlapping them takes a persistent loop, s13's technique). The operands do
+        not bind: ncu at 4096^3 (one launch, clocks at 1.43 GHz, 466 us) reads SM compute throughput
+        76%, L2 44%, DRAM 23%, L2 hit rate 75%. Row-major B (NN) runs correctly but at ~0.28x of NT,
+        a finding the study measures (study runs: 82-86 TFLOP/s at 4096^3, 21% of cuBLAS TF32 NN: B
+        moves as 4-byte copies, and the 128x256 config spills 576 B in that specialisation). Error
+        vs fp64 ~8e-4 relative (TF32 rounding), not fp32's ~1e-6.
 Limits: none (any M, N, K >= 1, any strides of b; 128-bit loads need 16-byte aligned rows, K and
         N multiples of 4, else 4-byte loads)
 Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
