@@ -52,9 +52,9 @@
 //         ncu: short-scoreboard stalls 4.5% -> 0.6% of warp cycles, tensor pipe unchanged at
 //         78.7%): -0.5 to -1% at 8192^3, -2 to +3% at 4096^3 (study.bench, 3 rounds at 03fe786);
 //         the other warp of each scheduler already covered that wait. Streaming (st.global.cs)
-//         epilogue stores: 0 to -1.5%. What each block costs besides its K loop (ncu, locked
-//         clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at 4096x4096x8192, 82.1% at
-//         8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these 512-block grids
+//         epilogue stores: 0 to -1.5%. What each block costs besides its K loop (ncu at 80f782b,
+//         locked clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at 4096x4096x8192,
+//         82.1% at 8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these 512-block grids
 //         included) and a fixed cost per block (pipeline fill, epilogue, block turnover) worth ~5 K
 //         tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block per SM (above: loses)
 //         or a persistent loop (s13).
