@@ -29,6 +29,8 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 LAYOUTS = ("NN", "NT")
 ARCHES = ("sm_80+", "sm_90a")
 KEYS = ("Change", "Why", "Expect", "Limits", "Dtype", "Arch", "Layout", "Pair")
+OPTIONAL_KEYS = ("Log",)   # Log: docs/stages/sNN_slug.md, the stage's experiment log
+DOCS_DIR = ROOT / "docs" / "stages"
 
 _STEM = re.compile(r"^s(\d{2})_([a-z0-9]+(?:_[a-z0-9]+){0,2})$")
 _KEY_LINE = re.compile(r"^(\w+):\s*(.*)$")
@@ -55,6 +57,7 @@ class Stage:
     arch: str            # "sm_80+" or "sm_90a"
     layout: str          # "NN" or "NT"
     pair: str            # "triton_kernels/s04_vectorized.py" or "none: <reason>"
+    log: str = ""        # "docs/stages/s04_vectorized.md" (the Log key), or "" if none
 
     @property
     def number(self) -> int:
@@ -139,7 +142,7 @@ def parse_header(path: Path, family: str) -> Stage:
     last = None
     for line in lines[1:]:
         m = _KEY_LINE.match(line)
-        if m and m.group(1) in KEYS:
+        if m and m.group(1) in KEYS + OPTIONAL_KEYS:
             last = m.group(1)
             if last == "Dtype":
                 fields.update(_split_inline_keys(m.group(2)))
@@ -166,6 +169,7 @@ def parse_header(path: Path, family: str) -> Stage:
         change=fields["Change"], why=fields["Why"], expect=fields["Expect"],
         limits=fields["Limits"], dtype=fields["Dtype"], precisions=precisions,
         arch=fields["Arch"], layout=fields["Layout"], pair=fields["Pair"],
+        log=fields.get("Log", ""),
     )
 
 
