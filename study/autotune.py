@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from . import device
-from .registry import ROOT
+from .registry import STATE_ROOT
 
 _lock = threading.Lock()
 _cache: dict | None = None
@@ -24,7 +24,7 @@ _last_search: dict = {}
 
 
 def cache_path() -> Path:
-    return Path(os.environ.get("STUDY_CACHE_DIR", ROOT / "build")) / "autotune.json"
+    return Path(os.environ.get("STUDY_CACHE_DIR", STATE_ROOT / "build")) / "autotune.json"
 
 
 def shape_class(M: int, N: int, K: int) -> str:

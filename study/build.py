@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import device
-from .registry import CUDA_DIR, ROOT, Stage, all_stages, find
+from .registry import CUDA_DIR, PACKAGE_PARENT, ROOT, STATE_ROOT, Stage, all_stages, find
 
 # Element type of each precision in the launcher signature.
 CTYPE = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
@@ -36,7 +36,7 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def build_dir() -> Path:
-    return Path(os.environ.get("STUDY_BUILD_DIR", ROOT / "build" / "cuda")).resolve()
+    return Path(os.environ.get("STUDY_BUILD_DIR", STATE_ROOT / "build" / "cuda")).resolve()
 
 
 def has_configs(stage: Stage) -> bool:
@@ -193,7 +193,7 @@ _results: dict = {}
 def _build_in_subprocess(s: BuildSpec) -> tuple:
     """Build one module in a fresh process (parallel builds); returns (ok, output)."""
     cmd = [sys.executable, "-m", "study.build", str(s.stage.path)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     return proc.returncode == 0, (proc.stdout + proc.stderr)[-20000:]
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .registry import PRECISIONS, ROOT, all_stages
+from .registry import PACKAGE_PARENT, PRECISIONS, ROOT, all_stages
 
 SQUARES = (256, 512, 1000, 1024, 2048, 4095, 4096, 8192)
 TOKENS = (16, 128, 2048)                                       # M of a transformer layer
@@ -438,7 +438,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
                 "skip": [[asdict(e), why] for e, why in skip.items()]}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec, f)
-        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                    PYTHONUNBUFFERED="1")
         # @triton.autotune results on disk: later children (ncu) and runs reuse the search.
         env.setdefault("TRITON_CACHE_AUTOTUNING", "1")

@@ -14,15 +14,26 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
+# Where the stage files live. In a source checkout (or an editable install) the package sits
+# beside cuda_src/ and triton_kernels/; a regular install (`pip install .`) carries them inside
+# the package as study/_stages/, so `import study` finds its kernels from any directory.
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent   # on PYTHONPATH of child processes
+IN_CHECKOUT = (PACKAGE_PARENT / "cuda_src").is_dir() and (PACKAGE_PARENT / "triton_kernels").is_dir()
+ROOT = PACKAGE_PARENT if IN_CHECKOUT else Path(__file__).resolve().parent / "_stages"
 CUDA_DIR = ROOT / "cuda_src"
 TRITON_DIR = ROOT / "triton_kernels"
+# Where compiled stages and autotune choices go: build/ of the checkout, else a per-user cache.
+STATE_ROOT = (PACKAGE_PARENT if IN_CHECKOUT else
+              Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gemm-ladder-study")
+# Where `make reports` / `python -m study reports` write: reports/ of the checkout, else ./reports.
+REPORTS_ROOT = PACKAGE_PARENT / "reports" if IN_CHECKOUT else Path.cwd() / "reports"
 
 FAMILIES = ("cuda", "triton")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from . import plots
-from .registry import PRECISIONS, ROOT, all_stages
+from .registry import PRECISIONS, REPORTS_ROOT, ROOT, all_stages
 from .resources import summary
 
-REPORTS = ROOT / "reports"
+REPORTS = REPORTS_ROOT
 RESULT_COLUMNS = ["gpu", "family", "stage", "kind", "dtype", "layout", "M", "N", "K", "shape_set",
                   "ms_median", "ms_q1", "ms_q3", "reps", "graph", "tflops", "pct_cublas", "pct_roof",
                   "intensity", "intensity_source", "rel_err", "tol", "status", "reason", "warmup_s",
