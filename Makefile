@@ -11,18 +11,20 @@ else
 PY := .venv/bin/python
 ENV_STAMP := .venv/.study-env
 endif
-# torch 2.13 CPU wheel for CPU-only machines; numpy < 2.4 because the Triton interpreter
-# breaks with numpy >= 2.4 (see GPU notes).
-PIP_PACKAGES := torch==2.13.0 triton==3.6.0 "numpy<2.4" pandas matplotlib pytest tqdm ninja
+# The tested package set lives in requirements.txt (one place): versions, and why.
 
 .PHONY: test test-cpu test-gpu reports sanitize env clean-build
 
 env: $(ENV_STAMP)
 
-.venv/.study-env:
+# pip shows its progress bars: a first install downloads for minutes on a machine without a
+# local wheel cache.
+# TORCH replaces the torch pin (e.g. a CPU build: README, "Install"); the rest is installed as pinned.
+TORCH ?= $(shell grep '^torch==' requirements.txt)
+.venv/.study-env: requirements.txt
 	$(SYSTEM_PY) -m venv .venv
-	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q $(PIP_PACKAGES)
+	grep -v '^torch==' requirements.txt > .venv/requirements-rest.txt
+	.venv/bin/pip install --progress-bar on $(TORCH) -r .venv/requirements-rest.txt
 	touch $@
 
 # The README's test command: every test; GPU tests run when a CUDA GPU is present.
@@ -31,6 +33,9 @@ XDIST := $(shell $(PY) -c "import xdist, torch; assert torch.cuda.is_available()
 
 test: $(ENV_STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q $(XDIST)
+
+test-cpu: $(ENV_STAMP)
+	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q -m "not gpu"
 
 test-gpu: $(ENV_STAMP)
 	PYTHONPATH=$(CURDIR) $(PY) -m pytest -q -m gpu
