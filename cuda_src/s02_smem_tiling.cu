@@ -5,10 +5,11 @@
 // Why:    each element loaded from global memory is now used by 32 threads: global traffic per
 //         block and K step is 2*32*32 floats for 2*32^3 FLOPs, 8 FLOP/B instead of s01's 0.25.
 //         The limit moves to shared memory: 2 LDS per FFMA, a rate ~1/4 of the FMA pipe.
-// Expect: ~1.3-2x s01 at 4096^3 (s01 already hits L1 for A); far from cuBLAS (LDS-bound)
+// Expect: ~1.1x s01 at 4096^3, ~13% of cuBLAS FP32: LDS-bound (H100 at 7417859; predicted 1.3-2x)
 // Limits: N <= 2097120 (grid.y holds N/32 blocks, limit 65535), else ValueError
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s02_smem_tiling.py
+// Log:    docs/stages/s02_smem_tiling.md
 #include "common/gemm.cuh"
 
 namespace s02_smem_tiling {

@@ -1,19 +1,17 @@
 // s03_register_tiling: 128x128 block tiles, 8x8 outputs per thread in registers
 //
-// Change: vs s02, each block computes a 128x128 tile of C (not 32x32) and each thread an 8x8
-//         block of outputs held in registers, built from outer products of 8 A values and 8 B
-//         values per k step (not one output from one A and one B value).
+// Change: vs s02, each block computes a 128x128 tile of C and each thread an 8x8 block of outputs in
+//         registers, built from outer products of 8 A and 8 B values per k step.
 // Why:    s02 issues 2 shared-memory loads per FMA, so shared memory, not the FMA units, sets
 //         its speed. Here a thread loads 8 + 8 values per k step and does 64 FMAs with them:
 //         0.25 loads per FMA, 8x fewer. From global memory a 128x128 tile reads
 //         (128 + 128) * 4 B per k for 2 * 128 * 128 FLOPs: 64 FLOP/B, vs 16 FLOP/B for 32x32
 //         tiles, well right of the FP32 ridge (~22 FLOP/B) so L2/DRAM stop mattering.
-// Expect: ~3x s02 at 4096^3 fp32, ~40% of cuBLAS FP32 (scalar loads: 16 LDS per 64 FFMA and
-//         4 + 4 scalar global loads per thread per tile still cost issue slots; H100: 20.4
-//         TFLOP/s, 39% of cuBLAS)
+// Expect: ~3x s02 at 4096^3 fp32, ~40% of cuBLAS FP32 (H100: 20.4 TFLOP/s, 39% of cuBLAS)
 // Limits: none (any M, N, K >= 1, any leading dimension)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s03_register_tiling.py
+// Log:    docs/stages/s03_register_tiling.md
 #include "common/gemm.cuh"
 
 namespace s03_register_tiling {

@@ -1,19 +1,17 @@
 // s04_vectorized: 128-bit loads from global and shared memory
 //
-// Change: vs s03, A and B tiles move from global memory as float4 (LDG.E.128); the A tile is
-//         stored transposed in shared memory (As[k][m]) and each thread's 8x8 micro-tile becomes
-//         2x2 groups of 4 consecutive rows/columns, so the inner loop reads A and B as float4
-//         (LDS.128) and C leaves as float4 stores.
+// Change: vs s03, tiles move from global memory as float4 (LDG.E.128); A is stored transposed
+//         (As[k][m]) and the 8x8 micro-tile becomes 2x2 groups of 4, so LDS and C stores are float4.
 // Why:    s03 spends 16 scalar LDS per 64 FFMA (and 8 scalar LDG per tile); issue slots, not
 //         bandwidth, limit it. float4 cuts the inner loop to 4 LDS.128 per 64 FFMA (94% of
 //         issued instructions are FFMA) and the tile loads to 1 + 1 LDG.E.128 per thread.
 //         Bytes moved are unchanged (64 FLOP/B per 128x128 tile): this is instruction count.
-// Expect: ~1.8x s03 at 4096^3 fp32 (~70% of cuBLAS FP32; H100: 38.0 TFLOP/s); still one
-//         buffer, so every tile waits for its global loads with the whole block at a barrier
+// Expect: ~1.8x s03 at 4096^3 fp32, ~70% of cuBLAS FP32 (H100: 38.0 TFLOP/s)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails, and misaligned pointers or
 //         leading dims not multiple of 4, take predicated scalar loads and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s04_vectorized.py
+// Log:    docs/stages/s04_vectorized.md
 #include "common/gemm.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_ldg.cuh"

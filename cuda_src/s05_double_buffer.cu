@@ -1,8 +1,7 @@
 // s05_double_buffer: two shared-memory buffers, next tile prefetched into registers
 //
-// Change: vs s04, the block holds two K slices in shared memory: while it computes on one, the
-//         next slice's float4 global loads are already in flight into registers, and they are
-//         written to the other buffer after the math. One barrier per slice instead of two.
+// Change: vs s04, two K slices in shared memory: the next slice's float4 loads fly into registers
+//         during the math and go to the other buffer after it; one barrier per slice, not two.
 // Why:    in s04 every slice costs a full global-memory round trip (~600-800 cycles from L2/DRAM)
 //         with the whole block parked at a barrier, then the math (8 k steps x 64 FFMA = 512
 //         FFMA per thread, ~1000 cycles for 2 warps per scheduler); overlapping the two hides the
@@ -13,6 +12,7 @@
 //         leading dims not multiple of 4, take predicated scalar loads and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s05_double_buffer.py
+// Log:    docs/stages/s05_double_buffer.md
 #include "common/gemm.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_ldg.cuh"

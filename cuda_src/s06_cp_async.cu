@@ -1,22 +1,18 @@
 // s06_cp_async: 3-stage cp.async pipeline (global -> shared without registers)
 //
-// Change: vs s05, tiles are copied global -> shared with cp.async (LDGSTS) into a ring of 3
-//         slices: copies for slice kt+2 are issued while slice kt is computed. No register
-//         staging, no transposing STS after the math.
-// Why:    s05 holds its prefetch in 8 registers and can only look one slice (8 k, ~1000 cycles
-//         of FFMA) ahead; its STS run after the math, in the critical path. cp.async lands the
-//         data in shared memory by itself, so the block can keep 2 slices (16 k) in flight for
-//         free registers, and a late slice only stalls if it is later than 2 slices of math.
-//         Cost: A cannot be transposed in 16-byte pieces, so it moves as 4-byte copies (4
-//         LDGSTS per thread per slice vs 1 LDG.128 + 4 STS); shared memory 3 x 8.1 KiB = 24.4 KiB.
-// Expect: ~1.0x s05 at 4096^3 fp32, not faster (H100: 44.4 vs 45.4 TFLOP/s, 0.98x): with two
-//         blocks per SM s05 already hides the load latency (ncu on the s08 menu: issue-bound,
-//         DRAM 5% busy), and the transposed A costs 4 LDGSTS per slice. The pipeline pays off
-//         in s08, where deeper slices (BK 16) and 1-block-per-SM tiles need latency hidden.
+// Change: vs s05, tiles are copied global -> shared with cp.async (LDGSTS) into a ring of 3 slices:
+//         slice kt+2's copies fly while slice kt is computed; no register staging, no late STS.
+// Why:    s05 holds its prefetch in 8 registers, looks one slice (8 k, ~1000 cycles of FFMA) ahead,
+//         and its STS run after the math. cp.async lands data in shared memory by itself: 2 slices
+//         (16 k) in flight for free registers. Cost: A cannot be transposed in 16-byte pieces, so it
+//         moves as 4-byte copies (4 LDGSTS vs 1 LDG.128 + 4 STS per thread and slice); 24.4 KiB.
+//         With two blocks per SM s05 already hides the latency: the pipeline pays off in s08.
+// Expect: ~1.0x s05 at 4096^3 fp32, not faster (H100: 44.4 vs 45.4 TFLOP/s, 0.98x)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
 //         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s06_cp_async.py
+// Log:    docs/stages/s06_cp_async.md
 #include "common/cp_async.cuh"
 #include "common/gemm.cuh"
 #include "common/simt_cp_async.cuh"

@@ -1,31 +1,18 @@
 // s08_autotuned: s07's kernel over a menu of tile configurations, picked per GPU and shape
 //
-// Change: vs s07, the warp-tiled cp.async kernel is instantiated for several (BM, BN, BK, TM x TN,
-//         stages, blocks per SM, cross-slice prefetch) and exposed as 9 configurations; study
-//         times them per GPU and shape class and caches the winner. The default is the best
-//         measured at 4096^3 and 8192^3. The prefetch knob (_pf1) moves the slice's barrier
-//         before its last k step so the next slice's first fragments load under the last FFMAs
-//         (register double-buffering across slices, s05's idea applied to the cp.async ring).
-// Why:    the best tile is a balance no single choice wins everywhere. Larger BK halves the
-//         per-slice overhead (barrier, wait, copy/address instructions); more stages hide more
-//         L2 latency but cost shared memory; 128x256 or 256x128 tiles raise intensity (85 vs 64
-//         FLOP/B from L2) and FFMA per LDS (128 per 6 vs 64 per 4) but need ~215-245 registers
-//         (one block per SM, 8 warps, 2 per scheduler) and waste more in tails and waves (4096^3
-//         with 128x256: 512 blocks = 3.9 waves of 132). With 2 warps per scheduler every cycle a
-//         warp waits matters: ncu (4096^3, 128x256x16 without prefetch) shows the schedulers idle
-//         20% of cycles, 2.5 cycles per issued instruction; each slice began with a barrier and
-//         then an LDS round trip before the first FFMA. With the prefetch, BK = 32 pays (one
-//         barrier per 4096 FFMA per thread): without it BK = 32 was 3% slower than BK = 16.
-//         Small tiles (64x128, 128x64, 4 blocks per SM) keep all 132 SMs busy on small problems.
-// Expect: ~1.14x s07 at 4096^3 fp32 (H100 study at 460ff6c: 49.2 TFLOP/s = 95.9% of cuBLAS
-//         FP32 at 4096^3 with 128x256x32 s3 prefetch, 50.7 = 98.2% at 8192^3 with s4; study.bench:
-//         49.5-49.6 = 96% and 50.7 = 98%; the earlier default, 128x256x16 without prefetch:
-//         46.7 = 91% and 47.9 = 93%); >= s07 on every shape the tuner sees. Unaligned problems
-//         (4-byte copies, e.g. 4095^3) are tuned apart and pick 128x128 prefetch (45.8 at 4095^3)
+// Change: vs s07, the warp-tiled cp.async kernel comes as 9 configurations (tiles, stages, blocks per
+//         SM, cross-slice prefetch); study times them per GPU and shape class and caches the winner.
+// Why:    no tile wins everywhere. 128x256 / 256x128 tiles raise intensity (85 vs 64 FLOP/B from L2)
+//         and FFMA per LDS (128 per 6 vs 64 per 4) but need ~215-245 registers (one block per SM, 2
+//         warps per scheduler); small tiles (4 blocks per SM) fill 132 SMs on small problems. With 2
+//         warps per scheduler every wait shows, so the prefetch knob (_pf1) moves a slice's barrier
+//         before its last k step: the next slice's first fragments load under the last FFMAs.
+// Expect: ~96-99% of cuBLAS FP32 at 4096^3 and 8192^3, ~1.14x s07 (H100 studies: 49.2-51.1 TFLOP/s)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
 //         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s08_autotuned.py
+// Log:    docs/stages/s08_autotuned.md
 #include "common/gemm.cuh"
 #include "common/simt_warp_tiled.cuh"
 
@@ -40,9 +27,7 @@ struct Config : simt::WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MINB, 8, PF !=
 // Each entry is one instantiation; the name spells BMxBNxBK_TMxTN_sSTAGES_bMIN_BLOCKS_pfPREFETCH.
 // Pruned to the configurations that won a shape class on the H100 (reports/, autotune.csv)
 // plus the two tall/wide-C shapes: every entry costs ~2.5 s of cold compile (two kernels:
-// 16-byte and 4-byte copy paths). Dropped after measuring: 128x128x8 (s07's own), 128x128x16
-// (3 and 4 stages, 8x8 and 16x8), 128x256x8, and 128x256x16 without prefetch (92% / 93% of
-// cuBLAS at 4096^3 / 8192^3 against 94% / 95% with it); 256x128 with prefetch ran 88%.
+// 16-byte and 4-byte copy paths). What was dropped, and why: docs/stages/s08_autotuned.md.
 #define S08_CONFIGS(X)                                                                           \
   X(128, 256, 32, 16, 8, 4, 1, 1)  /* 256 thr, 16x8, 243 regs, 1 block/SM, 194 KiB: default    */ \
   X(128, 256, 32, 16, 8, 3, 1, 1)  /* 146 KiB, within 0.5% of the default                    */ \
@@ -62,8 +47,8 @@ using Configs = Menu<S08_CONFIGS(S08_TYPE) void>;  // trailing void ends the lis
 constexpr const char* NAMES[] = {S08_CONFIGS(S08_NAME)};
 constexpr int NUM_CONFIGS = sizeof(NAMES) / sizeof(NAMES[0]);
 
-// Default for the two-argument launch(): 128x256x32_16x8_s4_b1_pf1, the best at 4096^3 and
-// 8192^3 on the H100 (49.5 and 50.7 TFLOP/s; 128x256x16_16x8_s3_b1_pf1: 48.5 and 49.1).
+// Default for the two-argument launch(): 128x256x32_16x8_s4_b1_pf1, the best measured at 4096^3
+// and 8192^3 on the H100.
 constexpr int DEFAULT_CONFIG = 0;
 static_assert(DEFAULT_CONFIG < NUM_CONFIGS, "the default must be on the menu");
 

@@ -1,36 +1,19 @@
 // s09_tf32_wmma: TF32 tensor cores through WMMA fragments
 //
-// Change: vs s08, the inner product leaves the FP32 pipes: each warp multiplies 16x16x8 TF32
-//         WMMA fragments (nvcuda::wmma, precision::tf32) on the tensor cores, loaded with
-//         ldmatrix from padded shared tiles that a 4-stage cp.async pipeline fills; B is read
-//         K-major (layout NT). The multiply itself is issued as two mma.sync m16n8k8 on the
-//         fragments' registers rather than wmma::mma_sync (see mma_tf32 below).
+// Change: vs s08, TF32 tensor cores: 16x16x8 WMMA fragments, loaded with ldmatrix from a 4-stage
+//         cp.async ring, each multiplied as two mma.sync m16n8k8; B is read K-major (layout NT).
 // Why:    H100 FP32 FFMA peaks at ~65 TFLOP/s (measured); cuBLAS TF32 (wgmma) reaches ~340-400.
-//         wmma::mma_sync has its own, lower ceiling: nvcc 13 lowers a tf32 m16n16k8 mma_sync
-//         to four HMMA.1684 (k = 4), and register-only chains of it peak at ~244 TFLOP/s on the
-//         H100, against ~317 for mma.sync m16n8k8 (HMMA.1688, k = 8) on the same registers
-//         (ncu: one HMMA.1684 holds the tensor pipe ~4.2 cycles). With wmma::mma_sync this
-//         kernel ran 151-170 TFLOP/s (41-44% of cuBLAS, ~65% of the 244 ceiling, tensor pipe
-//         busy 73%); issuing HMMA.1688 on the same fragments gives 206-217 (53%), half the
-//         tensor-core instructions for the same FLOPs. Feeding the tensor cores is the rest of
-//         the work: a 128x256x32 block tile loads (128+256)*32*4 B = 48 KiB per 2 MFLOP
-//         (43 FLOP/B from L2, vs 32 for 128x128); fragments load as one LDSM.x4 per 16x8 quarter
-//         (ldmatrix on 32-bit data: an 8x8 b16 matrix is 8 rows x 4 floats, the tf32 fragment
-//         shape) instead of 4 LDS.32 through wmma.load, double-buffered across k8 steps and K
-//         tiles (the barrier sits before a tile's last k8 step). Operands go in as raw fp32 bits
-//         (the tensor core ignores the low 13 mantissa bits: truncation, within the tolerance
-//         policy). 64x64 warp tiles need ~250 registers, so 2 warps per scheduler; 16 warps of
-//         32x64 (128 registers) ran 20% slower (1.5x the ldmatrix traffic), and a branch-free
-//         prefetch 2-4% slower (both measured with wmma::mma_sync).
-// Expect: ~53% of cuBLAS TF32 NT at 4096^3 and 8192^3 (H100 study at 460ff6c: 205.2 / 218.6
-//         TFLOP/s = 52.8% / 53.2%; study.bench: 206-207 = 52.5-53.2%, 217 = 53.3-53.4%),
-//         ~1.3x the same kernel with wmma::mma_sync; rel. error vs fp64 ~7.8e-4 (operands
-//         truncated to TF32)
+//         nvcc lowers tf32 wmma::mma_sync to four HMMA.1684 (k = 4), ~244 TFLOP/s in register-only
+//         chains; two HMMA.1688 (k = 8) on the same fragments reach ~317. A 128x256x32 tile loads
+//         48 KiB per 2 MFLOP (43 FLOP/B from L2); one LDSM.x4 per 16x8 fragment quarter, double-
+//         buffered across k8 steps; operands go in as raw fp32 bits (TF32 truncation).
+// Expect: ~53% of cuBLAS TF32 (NT) at 4096^3 and 8192^3, ~1.3x wmma::mma_sync (H100: 200-219 TFLOP/s)
 // Limits: lda and ldb multiples of 4 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K a multiple of 4), and a GPU that gives a block 216 KiB of shared
 //         memory (sm_90 class), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
 // Pair:   triton_kernels/s09_tf32_wmma.py
+// Log:    docs/stages/s09_tf32_wmma.md
 #include <mma.h>
 #include <cstdint>
 #include "common/gemm.cuh"
@@ -119,8 +102,7 @@ struct Config {
 
 // 128x256x32, 8 warps of 64x64 (2 x 4), 4 stages: 4 * 384 * 36 * 4 B = 216 KiB, one block per
 // SM; 16 accumulator fragments = 128 fp32 registers per thread, 2 x 32 for fragments. Fastest
-// measured (scratch/s09): 256x128 and 128x128 (2 blocks/SM) tiles 3-10% slower, 64x32 warp tiles
-// (16 warps/SM) slower still, 3 stages about equal.
+// of the tiles measured (docs/stages/s09_tf32_wmma.md).
 using Default = Config<128, 256, 32, 2, 4, 4, 16>;
 
 template <class Cfg>

@@ -2,20 +2,17 @@
 //
 // Change: vs s09, the operands are 16-bit (fp16 or bf16, one template) and the fragments are
 //         16x16x16; B is read row-major (layout NN); C is written in the input's type.
-// Why:    16-bit operands double the tensor-core rate over TF32 (H100 dense: ~990 vs ~495
-//         TFLOP/s) and halve the bytes per operand: the 128x128x32 tile now loads
-//         (128+128)*32*2 B = 16 KiB per 1 MFLOP (64 FLOP/B from L2), and a 64x64 warp tile
-//         reads (64+64)*16*2 B = 4 KiB of shared memory per 64x64x16 step = 128 KFLOP
-//         (32 FLOP/B, 2x s09). 16-bit fragments load with LDSM (ldmatrix: 4 registers per
-//         instruction) instead of s09's 32-bit LDS. Rows padded by 8 elements (16 B) put
-//         the 8 rows an 8x8 ldmatrix phase reads on 8 different 16-byte bank groups.
-//         Accumulating in fp32 keeps the K-sum exact to ~1e-6; only the final store rounds.
-// Expect: ~2.7x s09 at 4096^3 (~280-320 TFLOP/s, ~40-43% of cuBLAS FP16/BF16 at 4096^3 and 8192^3);
-//         rel. error vs fp64 ~2e-4 (fp16 out) and ~1.7e-3 (bf16 out), set by the output rounding
+// Why:    16-bit operands double the tensor-core rate over TF32 (H100 dense: ~990 vs ~495 TFLOP/s)
+//         and halve the bytes: a 128x128x32 tile loads 16 KiB per 1 MFLOP (64 FLOP/B from L2), a
+//         64x64 warp tile reads 4 KiB of shared memory per 128 KFLOP (32 FLOP/B, 2x s09). Rows padded
+//         by 8 elements (16 B) put the 8 rows of an ldmatrix phase on 8 different bank groups. fp32
+//         accumulation keeps the K-sum exact to ~1e-6; only the final store rounds.
+// Expect: ~40-43% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~280-320 TFLOP/s; ~1.4x s09 at 7417859)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s10_half_wmma.py
+// Log:    docs/stages/s10_half_wmma.md
 #include <mma.h>
 #include <cstdint>
 #include "common/gemm.cuh"

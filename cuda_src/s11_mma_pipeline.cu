@@ -1,89 +1,19 @@
 // s11_mma_pipeline: mma.sync + ldmatrix on XOR-swizzled tiles, shared-memory-staged epilogue
 //
-// Change: vs s10, WMMA gives way to the PTX it hides: ldmatrix (LDSM) loads fragments whose
-//         register layout is now known, mma.sync.m16n8k16 multiplies them, and the epilogue
-//         rounds accumulators into a swizzled shared tile and writes C as 16-byte row chunks.
-//         Known layouts allow unpadded tiles with an XOR swizzle (chunk ^= row bits) instead
-//         of s10's padding, and fragments double-buffered across k16 steps. 128x256x64 block
-//         tile, 8 warps of 64x64, 3-stage cp.async pipeline, one barrier per 64-wide K tile
-//         placed before its last k16 step; the refills that lie wholly inside K run in a
-//         branch-free copy of the loop body, where the copies interleave with the MMAs.
-// Why:    Per k16 step a warp issues 4 LDSM for A (one m16k16 fragment each), 4 LDSM.T for B (two
-//         k16n8 fragments each) and 32 MMAs; step ks+1's LDSM go out before step ks's MMAs. Bank
-//         conflicts: an 8x8 ldmatrix phase reads 8 rows of 16 B at one logical chunk; storing chunk
-//         c of row r at c ^ (r % 8) spreads them over the 8 bank groups of a 128 B line (ncu: 0
-//         shared-memory bank conflicts, loads and stores). Budget: 128 accumulators + 64 fragment
-//         registers per thread, and 256 threads x 255 registers is the whole register file, so
-//         64x64 warps and 8 of them per SM are the limit (96x64 warps fit only single-buffered:
-//         5-20% slower). Shared memory: per SM and k16 step 8 x 4 KiB of LDSM plus 12 KiB of
-//         cp.async writes per 1 MFLOP, ~85 B/clk of the 128 at this rate (ncu: LSU wavefronts 51%,
-//         not the limit). What binds (ncu, 4096^3 fp16, one launch, clocks locked at 1.42 GHz): the
-//         tensor pipe, busy 78.5% of elapsed cycles, fed by 2 warps per scheduler. ptxas spaces one
-//         warp's HMMAs 6 cycles apart (stall count in the SASS control bits) and the pipe takes one
-//         about every 5 (issue rate over busy share), so it stays full only while both warps are
-//         issuing HMMAs; stall samples: fixed-latency waits 34%, math-pipe throttle 29%, LDSM
-//         results 5%, barrier 4%; 10% fall outside the K loop (prologue, epilogue). The branch-free
-//         loop body is what moved the pipe from 72.7% to 78.5%: with the refill behind `if (kt + 2
-//         < KT)` and the K-tail test, ptxas kept the 12 copies as a block of ~75 instructions
-//         (kernel parameters reloaded from constant memory under register pressure) that every warp
-//         ran at the same moment after the barrier, with no HMMA to overlap; in one basic block
-//         they fill the HMMAs' stall slots (286 -> 245 SASS instructions per K tile). Epilogue: one
-//         block per SM, so its stores are not hidden behind another block's MMAs; 32-bit register
-//         stores fill half a 32 B sector each, the staged 16-byte stores write 4 whole 128 B rows
-//         per instruction (+4-6% at 4096^3, -4 to +5% at 8192^3, in two runs; same rounding; a
-//         nonzero beta and edge tiles keep the register path). What paid on the H100 (vs
-//         128x128x32, 337-352 TFLOP/s): the copy plan fixed outside the K loop (~8 instead of ~22
-//         SASS instructions per 16-byte copy) +15%; 8 warps x 64x64 and BK 64 +3-8%; fragment
-//         double-buffering (single-buffered 128x256: 300-341); the branch-free loop body +6-8%
-//         (study.bench, 3 rounds in one run: fp16 432-441 -> 470-473 TFLOP/s at 4096^3, 463-467 ->
-//         492-494 at 8192^3; bf16 458-468 -> 484-489, 477-479 -> 507-509); the serpentine MMA order
-//         (odd m16 rows walk the n8 tiles backwards, so consecutive MMAs share an operand)
-//         +0.5-0.7% at 3 of 4 points and +1 / -1% at 4096^3 fp16 (study.bench, 2 rounds at
-//         80f782b). No gain (study.bench, same runs): 4 vs 3 stages, GROUP_M 8 vs 16, the refill at
-//         step 1 instead of 0 (step 2: -2%), a third loop body for blocks inside M and N without
-//         row predicates (223 SASS per K tile, -1 to 0%), BK 32 with 4 or 6 stages (-1 to -2%). Two
-//         blocks per SM (128x128 tiles of 4 warps, BK 64 x 3 or BK 32 x 4-6 stages, 64-96 KiB
-//         each), so that one block's prologue and epilogue run under the other's K loop: 56-61% of
-//         cuBLAS where the default read 61-67% (study.bench, 2 rounds at c9b2de1; a 128x128 tile
-//         copies 1.33x the operand bytes per FLOP of 128x256); 256x128 tiles 59-64%; cp.async with
-//         an L2::128B or L2::256B prefetch hint: 0 / -1%; the n8-outer serpentine order: -1 to -3%
-//         at 3 of 4 points. The copies of a refill spread over the first 2 or 3 k16 steps instead
-//         of step 0 (ptxas then issues step 2's ldmatrix 17 HMMAs ahead of its use instead of 2;
-//         ncu: short-scoreboard stalls 4.5% -> 0.6% of warp cycles, tensor pipe unchanged at
-//         78.7%): -0.5 to -1% at 8192^3, -2 to +3% at 4096^3 (study.bench, 3 rounds at 03fe786);
-//         the other warp of each scheduler already covered that wait. Streaming (st.global.cs)
-//         epilogue stores: 0 to -1.5%. What each block costs besides its K loop (ncu at 80f782b,
-//         locked clocks, tensor pipe active): 64.7% at 4096x4096x1024, 81.4% at 4096x4096x8192,
-//         82.1% at 8192^3, i.e. ~84.5% inside the loop (the 3.88-wave tail of these 512-block grids
-//         included) and a fixed cost per block (pipeline fill, epilogue, block turnover) worth ~5 K
-//         tiles: ~7% at 4096^3, ~4% at 8192^3. Hiding it takes a second block per SM (above: loses)
-//         or a persistent loop (s13).
-// Expect: ~405-465 TFLOP/s at 4096^3 and 8192^3 (470-520 in short bursts), ~1.45x s10; ~58-61% of
-//         cuBLAS FP16/BF16 in the study (H100 studies at ce5c79a, 81cbf86 and 7417859: fp16 416.0 /
-//         442.8 TFLOP/s, 59.1% / 60.3%; 414.0 / 445.0, 58.8% / 60.1%; 407.5 / 441.6, 58.3% / 60.9%;
-//         bf16 433.3 / 460.7, 58.6% / 59.8%; 440.8 / 463.1, 59.6% / 60.6%; 427.7 / 448.9, 58.7% /
-//         59.7% at 4096^3 / 8192^3; at 460ff6c, before the branch-free loop body, 54-55%). The
-//         share depends on the SM clock, which this kernel follows and cuBLAS much less:
-//         study.bench bursts (2 ms idle between rounds; nvidia-smi every 50 ms: SM clock median
-//         1875 MHz, power median 450 W) read it at 63-65% (4096^3) and 66-67% (8192^3), while the
-//         study's sustained rounds ran its 4096^3 fp16 / bf16 sections at 1530 / 1500 MHz (8192^3:
-//         1725 / 1755; at 81cbf86, medians over the timed rounds, 1598 / 1650 MHz and 1620 / 1710
-//         MHz at 683-693 W, the board's 700 W limit), where cuBLAS read 704-771 TFLOP/s, 2-6% below
-//         its burst rate, and this kernel 11-13% below its own. Each kernel run alone for 1 s
-//         settles at its own clock (fp16 4096^3, no flush, nvidia-smi every 20 ms): this one at
-//         1640 MHz and 580 W, cuBLAS at 1425 MHz and 600 W, 66% of cuBLAS, where a study section in
-//         the same session read 59.6% (one nvidia-smi sample in that section: 1650 MHz): the
-//         study's rotation interleaves the kernels of a section, so they run near the clock their
-//         mix sets. ncu at a locked 1.42 GHz: 398 TFLOP/s, i.e. 0.28 TFLOP/s per MHz. mma.sync
-//         ceiling (register-only m16n8k16 on all SMs, measured here): fp16 615-650, bf16 640-655
-//         TFLOP/s, so 64-72% of it, and 42-47% of H100's 989 TFLOP/s wgmma peak. 128x256 tiles
-//         leave small problems short of blocks (1000^3: 32 blocks, ~78 TFLOP/s). rel. error as s10,
-//         set by the output rounding (2.1e-4 fp16, 1.7e-3 bf16)
+// Change: vs s10, WMMA gives way to ldmatrix + mma.sync.m16n8k16 on unpadded XOR-swizzled tiles,
+//         fragments double-buffered across k16 steps, 128x256x64 tiles, a smem-staged epilogue.
+// Why:    per k16 step a warp issues 4 LDSM (A), 4 LDSM.T (B) and 32 MMAs; chunk c of row r stored
+//         at c ^ (r % 8) puts an ldmatrix phase's 8 rows on 8 bank groups (0 conflicts). 128
+//         accumulator + 64 fragment registers x 256 threads fill the register file: 8 warps of
+//         64x64. The tensor pipe binds (78.5% busy at 2 warps per scheduler); a branch-free loop
+//         body lets the refill's copies fill the HMMAs' stall slots (72.7% -> 78.5%).
+// Expect: ~58-61% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.45x s10 (~405-465 TFLOP/s)
 // Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
 //         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
 //         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 // Pair:   triton_kernels/s11_mma_pipeline.py
+// Log:    docs/stages/s11_mma_pipeline.md
 #include <cstdint>
 #include <type_traits>
 #include "common/gemm.cuh"
@@ -207,9 +137,9 @@ struct Config {
 // x 255 registers is the whole 64 Ki register file, so 64x64 is the largest warp tile and
 // 8 warps of it the largest block. 144 KiB needs sm_80/sm_90-class shared memory (sm_86 and
 // sm_89 allow 99 KiB per block; there Config<128, 128, 32, 2, 2, 4, 8, 2>, 64 KiB and two
-// blocks per SM, ~5% slower on H100, would be the one to launch). The staged epilogue reuses
-// 64 KiB of the ring (8 KiB per warp) after the K loop. GROUP_M 16: at 8192^3 a wave of 132
-// blocks spans 16 A and ~9 B strips instead of 8 and 17 (68 vs 84 MiB; measured 0-3%, noise).
+// blocks per SM, would be the one to launch). The staged epilogue reuses 64 KiB of the ring
+// (8 KiB per warp) after the K loop. GROUP_M 16: at 8192^3 a wave of 132 blocks spans 16 A and
+// ~9 B strips instead of 8 and 17 (68 vs 84 MiB). Measurements: docs/stages/s11_mma_pipeline.md.
 using Default = Config<128, 256, 64, 2, 4, 3, 16, 1, 2, true>;
 
 template <typename T, class Cfg>

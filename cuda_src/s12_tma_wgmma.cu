@@ -1,41 +1,24 @@
 // s12_tma_wgmma: Hopper TMA tile loads + wgmma from swizzled shared memory, mbarrier pipeline
 //
-// Change: vs s11, the copy engine (TMA) moves whole 128x64 and 256x64 operand tiles into
-//         128B-swizzled shared memory and signals an mbarrier; two warpgroups multiply them with
-//         wgmma.mma_async m64n256k16 straight from shared memory (no ldmatrix, no fragments in
-//         registers for A or B); a 4-stage ring of full/empty mbarriers replaces cp.async groups
-//         and __syncthreads.
+// Change: vs s11, TMA moves whole operand tiles into 128B-swizzled smem; two warpgroups run wgmma
+//         m64n256k16 from smem; a 4-stage full/empty mbarrier ring replaces cp.async groups.
 // Why:    one thread issues 2 TMA instructions per 48 KB k-step instead of 256 threads issuing
 //         3072 16-byte cp.async, and one wgmma does 64x256x16 per warpgroup (262k MACs) where
-//         mma.sync did 16x8x16 per warp: issue slots stop being the limit. Tile 128x256x64 =
-//         (128+256)*64*2 B = 48 KB per stage for 2*128*256*64 = 4.2 MFLOP: 85 FLOP/B of L2
-//         traffic, right of the BF16 ridge (~266 FLOP/B from DRAM holds with L2 reuse), with
-//         64x256 fp32 = 128 accumulator registers per thread. 4 stages x 48 KB = 192 KB: one CTA
-//         per SM with three k-steps of loads in flight. (128x128 tiles with 3 stages and 2 CTAs
-//         per SM, 64 FLOP/B, measured 72-77%: see Measured.)
-// Expect: ~85-95% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.5x s11 (study runs: fp16 84-87% /
-//         94-95%, bf16 83-87% / 94-95%, 606-738 TFLOP/s; wgmma runs at the full Hopper tensor rate,
-//         mma.sync at about two thirds of it)
+//         mma.sync did 16x8x16 per warp: issue slots stop being the limit. 128x256x64 stages:
+//         4.2 MFLOP per 48 KB = 85 FLOP/B of L2 traffic, 128 accumulator registers per thread;
+//         4 stages = 192 KB, one CTA per SM with three k-steps of loads in flight.
+// Expect: ~85-95% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.5x s11 (wgmma at the full tensor rate)
 // Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
 //         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1
 //         and any ldc (tails: TMA zero fill in, predicated stores out)
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
 // Pair:   triton_kernels/s12_tma_wgmma.py
+// Log:    docs/stages/s12_tma_wgmma.md
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
 
-// Measured (H100 SXM, scratch harness: 3 alternating rounds of do_bench medians, L2 flushed,
-// cuBLAS = torch.matmul(a, w.t()) same dtype in the same process; median % of cuBLAS):
-//                            4096^3 fp16   4096^3 bf16   8192^3 fp16   8192^3 bf16
-//   128x256, 4 stages, 1 CTA  608 (89%)     630 (88%)     616 (96%)     582 (86%)   <- this
-//   128x256, 3 stages, 1 CTA  574 (84%)     591 (82%)     594 (92%)     624 (89%)
-//   128x128, 3 stages, 2 CTAs 507 (74%)     523 (73%)     489 (76%)     527 (76%)   (before)
-//   cuBLAS moved 621-682, 705-740, 643-727, 672-720 TFLOP/s over the rounds. A second run
-//   (4 rounds): this 618 (89%), 621 (89%), 615 (96%), 655 (99%); 3 stages 82%, 83%, 93%, 94%;
-//   before 74%, 73%, 76%, 78%. fp16 and bf16 run the same template (only the wgmma type
-//   differs).
-//   rel. Frobenius error vs fp64 (ragged shapes 67x40x72 ... 4095x4096x4088, sliced C, beta != 0):
-//   fp16 1.9-2.1e-4, bf16 1.65-1.83e-3, the same as cuBLAS (the output rounding).
+// Tile shapes and depths measured against this default, and the error vs fp64:
+// docs/stages/s12_tma_wgmma.md.
 
 namespace s12_tma_wgmma {
 

@@ -1,48 +1,25 @@
 // s13_warp_specialized: persistent, warp-specialised producer/consumer warpgroups
 //
-// Change: vs s12, one persistent CTA per SM walks a grouped tile order; inside it a producer
-//         warpgroup only issues TMA (setmaxnreg down to 40 registers) and two consumer
-//         warpgroups only issue wgmma m64n256k16 (setmaxnreg up to 232), through a 4-stage ring
-//         of full/empty mbarriers that runs on across tile boundaries; the epilogue stages C in
-//         shared memory and writes it with TMA stores that run while the next tile starts.
-// Why:    s12 (same 128x256x64 tile, one CTA per SM) idles the tensor cores at every tile
-//         boundary: the CTA's barrier setup and first TMA round trip, then its epilogue, 64
-//         STG.32 per thread at ~8 L1 wavefronts each (~4K cycles), are a few % of a 64-k-step
-//         tile each. Here the producer loads the next tile's first 4 stages during the epilogue,
-//         persistence removes the per-CTA prologue (132 CTAs instead of 512-2048 at 4096^3-
-//         8192^3), and the epilogue shrinks to 64 conflict-free STS.32 per thread (SW128
-//         staging, one wavefront per warp store) plus 4 TMA stores per warpgroup. 128 fp32
-//         accumulators per consumer thread need the producer's registers: 128*40 + 256*232 =
-//         64512 <= 65536. Shared memory: ring 4 x 48 KB + C staging 2 x 2 x 8 KB = 224 KB.
-// Expect: ~95-100% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (~1.1x s12)
+// Change: vs s12, one persistent CTA per SM; a producer warpgroup (setmaxnreg 40) only issues TMA,
+//         two consumers (232) only wgmma; C leaves through swizzled smem staging and TMA stores.
+// Why:    s12 idles the tensor cores at every tile boundary: barrier setup and first TMA round trip,
+//         then an epilogue of 64 STG.32 per thread (~8 L1 wavefronts each, ~4K cycles), a few % of a
+//         64-k-step tile each. Here the ring runs on across tiles (the next tile loads during the
+//         epilogue), 132 CTAs replace 512-2048, and the epilogue is 64 conflict-free STS.32 + 4 TMA
+//         stores. Registers: 128*40 + 256*232 = 64512 <= 65536; smem 4 x 48 KB ring + 32 KB C.
+// Expect: ~100% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (97-104% measured), ~1.1x s12
 // Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
-//         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1
-//         and any ldc (tails: TMA zero fill in; out through TMA stores, which clip at M and N,
-//         when beta == 0 and C is 16-byte aligned with ldc a multiple of 8, else through
-//         predicated stores from registers)
+//         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1 and
+//         any ldc (tails: TMA zero fill in; out by TMA stores, clipped at M and N, when beta == 0
+//         and C is 16-byte aligned with ldc a multiple of 8, else by predicated register stores)
 // Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
 // Pair:   triton_kernels/s13_warp_specialized.py
+// Log:    docs/stages/s13_warp_specialized.md
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
 
-// Measured (H100 SXM, scratch harness: 3 alternating rounds of do_bench medians, L2 flushed,
-// cuBLAS = torch.matmul(a, w.t()) same dtype in the same process; median % of cuBLAS, range):
-//              4096^3 fp16      4096^3 bf16      8192^3 fp16      8192^3 bf16
-//   this       667 (98%, 96-112) 707 (97%, 96-100) 658 (102%, 98-103) 690 (99%, 97-102)
-//   GROUP_M 8  668 (98%, 97-111) 690 (97%, 94-98)  657 (98%, 98-106)  660 (95%, 92-100)
-//   register epilogue (the previous version, GROUP_M 8):
-//              601 (88%)         637 (89%)         612 (92%)          635 (91%)
-//   cuBLAS moved 621-682, 705-740, 643-727, 672-720 TFLOP/s over the rounds.
-//   A second run (4 rounds): this 678 (97%), 689 (97%), 659 (101%), 698 (104%); GROUP_M 8
-//   98%, 98%, 102%, 104%; the previous version 92%, 93%, 95%, 97%. G = 8 and 16 are level.
-//   rel. Frobenius error vs fp64 (ragged 67x40x72 ... 4095x4096x4088, sliced C with ldc = N+3
-//   and N+8, C off 16-byte alignment, beta != 0): fp16 1.9-2.1e-4, bf16 1.65-1.83e-3, the same
-//   as cuBLAS (the output rounding).
-// Not used: 2x1 clusters sharing the B tile through TMA multicast (+ cluster-wide empty
-// barriers), on top of this epilogue: correct, but ~310 TFLOP/s, half of this, with all 132 CTAs
-// resident (cudaOccupancyMaxActiveClusters: 66 pairs); capping the grid at 120 or 100 CTAs
-// slowed it in proportion, so it is not a residency/second-wave effect but each pair running
-// at half rate. The cause was not found in the time available: one CTA per cluster here.
+// Measured variants (GROUP_M, the register epilogue, 2x1 clusters with TMA multicast) and the
+// error vs fp64: docs/stages/s13_warp_specialized.md.
 
 namespace s13_warp_specialized {
 
@@ -52,9 +29,9 @@ constexpr int BK = 64;               // 64 x 2 B = one 128-byte swizzle line per
 constexpr int STAGES = 4;            // ring depth: 4 x 48 KB = 192 KB of the 227 KB
 constexpr int CONSUMERS = 2;         // wgmma warpgroups; warpgroup 0 is the producer
 constexpr int THREADS = (CONSUMERS + 1) * 128;
-constexpr int GROUP_M = 16;          // tile rows per group of the persistent tile order: 16
-                                     // measured 0-3% over 8 on the H100 (at the noise level; 4
-                                     // no better); launch_g<T, G> takes other values for checks
+constexpr int GROUP_M = 16;          // tile rows per group of the persistent tile order
+                                     // (16 vs 8 vs 4: see the log); launch_g<T, G> takes
+                                     // other values for checks
 constexpr int PRODUCER_REGS = 40;    // setmaxnreg targets: 128*40 + 256*232 = 64512 <= 64K
 constexpr int CONSUMER_REGS = 232;
 constexpr int WG_M = BM / CONSUMERS;

@@ -25,6 +25,54 @@ def test_header_parses(family, path):
         assert getattr(s, key.lower()).strip(), f"{path.name}: {key} is empty"
 
 
+HEADER_MAX_LINES = 22   # STYLE.md point 2: "about 20 lines"; the notebook goes to docs/stages/
+
+
+def header_lines(path) -> list:
+    """The header as written: the leading `//` block of a .cu file, or the module docstring of a
+    .py file from its opening quotes through its closing quotes."""
+    lines = path.read_text().splitlines()
+    if path.suffix == ".cu":
+        out = []
+        for line in lines:
+            if not line.startswith("//"):
+                break
+            out.append(line)
+        return out
+    assert lines and lines[0].startswith('"""'), f"{path.name}: the module docstring must open the file"
+    if lines[0].count('"""') >= 2:
+        return lines[:1]
+    for i, line in enumerate(lines[1:], 1):
+        if '"""' in line:
+            return lines[:i + 1]
+    raise AssertionError(f"{path.name}: the module docstring is never closed")
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_header_names_its_log(family, path):
+    """Every header carries every key, Log included, and Log names docs/stages/<stem>.md, which
+    exists: the experiment log of the stage (both families share it)."""
+    s = parse_header(path, family)
+    for key in registry.KEYS + ("Log",):
+        assert getattr(s, key.lower()).strip(), f"{path.name}: header key {key} is missing or empty"
+    want = f"docs/stages/{path.stem}.md"
+    assert s.log == want, f"{path.name}: Log must be {want!r}, got {s.log!r}"
+    assert (ROOT / s.log).is_file(), f"{path.name}: Log names {s.log}, which does not exist"
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_header_is_short(family, path):
+    """STYLE.md point 2: a header states the one idea (Change 1-2 lines, Why up to ~5, Expect one
+    line); what was tried and measured belongs in the stage's log, not here."""
+    lines = header_lines(path)
+    assert len(lines) <= HEADER_MAX_LINES, \
+        f"{path.name}: header is {len(lines)} lines (at most {HEADER_MAX_LINES}); move the notebook to docs/stages/"
+    text = "\n".join(lines)
+    expect = re.findall(r"^(?://)?[ \t]*Expect:.*(?:\n(?://)? {2,}\S.*)*", text, re.M)
+    assert len(expect) == 1 and "\n" not in expect[0], f"{path.name}: Expect must be one line"
+    assert re.search(r"\d", expect[0]), f"{path.name}: Expect must carry a number"
+
+
 @pytest.mark.parametrize("family,path", FILE_PARAMS)
 def test_stem_zero_padded(family, path):
     assert re.fullmatch(r"s\d{2}_[a-z0-9]+(_[a-z0-9]+){0,2}", path.stem), \

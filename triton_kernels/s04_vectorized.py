@@ -1,21 +1,17 @@
 """s04_vectorized: alignment / contiguity hints so tile loads become 128-bit
 
-Change: vs s03, the wrapper proves 16-byte alignment (pointers 16-byte aligned; lda, ldb, ldc,
-        K and N multiples of 4) and passes VEC=4 as a constexpr; the kernel's tile
-        (study.tritonlib.hinted_tile, reused by s05-s08) then tells Triton so with tl.multiple_of on the row offsets and on the K / N mask bounds, and
-        tl.max_contiguous on the column offsets, so each thread moves 4 floats per load/store.
-        Otherwise VEC=1: no hint, same code as s03 (correct, scalar loads).
+Change: vs s03, the wrapper proves 16-byte alignment and passes VEC=4; study.tritonlib.hinted_tile
+        (reused by s05-s08) then adds tl.multiple_of / tl.max_contiguous hints (VEC=1: as s03).
 Why:    a 128 x 32 A tile plus a 32 x 64 B tile is 6144 floats per K step: 48 scalar loads per
         thread, or 12 with float4, a quarter of the load instructions and address arithmetic.
         Triton only proves alignment itself when an integer argument is a multiple of 16 (it
         specialises on that), so a lda of 4100 or a K of 1000 silently falls back to 4-byte
         loads in s03; the hint recovers float4 for every multiple of 4.
-Expect: ~1.0x s03 at 4096^3 (all sizes there are multiples of 16, so s03 already gets 128-bit
-        loads from Triton's specialisation); the gain shows on multiples of 4 that are not
-        multiples of 16 (e.g. 4100^3).
+Expect: ~1.0x s03 at 4096^3, where s03 already gets 128-bit loads; the gain is at e.g. 4100^3
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s04_vectorized.cu
+Log:    docs/stages/s04_vectorized.md
 """
 import triton
 import triton.language as tl

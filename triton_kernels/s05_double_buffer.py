@@ -1,21 +1,17 @@
 """s05_double_buffer: num_stages=2, the next K tile loads while this one is multiplied
 
-Change: vs s04, num_stages=2: Triton's software pipeliner issues the cp.async loads of K tile
-        k+1 into shared memory while the FFMAs of tile k run. For an FMA tl.dot the operands are
-        first read from shared memory into registers, so one shared buffer per operand is
-        enough: tile k sits in registers while tile k+1 lands in shared memory (the CUDA pair's
-        "double buffer in smem and registers" by another route). Triton moves pipelined tiles
-        with cp.async, so this stage already emits LDGSTS; s06 adds more tiles in flight.
+Change: vs s04, num_stages=2: Triton's pipeliner issues the cp.async loads of K tile k+1 into
+        shared memory while the FFMAs of tile k run from registers (so this stage emits LDGSTS).
 Why:    at num_stages=1 each K step exposes a full global-load latency (~1 us from HBM) behind
         a barrier; with one tile in flight the wait hides behind the previous tile's 2048
         FFMAs per thread. Cost: operand registers (166 -> 204 per thread, 3 -> 2 programs of
-        4 warps per SM); shared memory stays 24 KB per program.
-Expect: ~0.95-1.0x s04 at 4096^3 fp32 (H100 run 1: 0.94x, 37.3 vs 39.6 TFLOP/s): the overlap
-        is paid for with registers (3 -> 2 programs of 4 warps per SM), which removes about as
-        much latency hiding as the prefetch adds; the gain arrives with s06's second tile.
+        4 warps per SM), which removes about as much latency hiding as the prefetch adds;
+        shared memory stays 24 KB per program.
+Expect: ~0.95-1.0x s04 at 4096^3 fp32 (H100 run 1: 0.94x, 37.3 vs 39.6 TFLOP/s; 7417859: 0.93-0.94x)
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s05_double_buffer.cu
+Log:    docs/stages/s05_double_buffer.md
 """
 import triton
 import triton.language as tl

@@ -1,23 +1,17 @@
 """s07_warp_tiling: more warps per program tile, grouped program order for L2 reuse
 
-Change: vs s06, (1) a 256 x 64 program tile split over 8 warps (num_warps=8) instead of
-        128 x 64 over 4: each thread keeps 64 accumulators, the program is twice as tall; the
-        assignment of warps to sub-tiles is the compiler's, the knob is num_warps;
-        (2) programs walk C in bands of GROUP_M = 8 tile rows (study.tritonlib.grouped_tile)
-        instead of row by row.
-Why:    (1) a 256 x 64 tile loads (256 + 64) * 32 floats per K step for 2 * 256 * 64 * 32
-        FLOPs: 25.6 FLOP/B from shared memory / L2 vs 21.3 for 128 x 64, and B is read by half
-        as many programs. (2) 132 SMs run ~132 tiles at once and these walk K in step, so HBM
-        traffic per wave ~ distinct panels touched (2-4 MB each at 4096^2): bands of 8 tile
-        rows touch ~8 A + ~17 B panels instead of ~5 A + all 64 B panels in row order. Either
-        way a wave does > 200 FLOP per HBM byte vs a ~22 FLOP/B FP32 ridge: the SIMT kernel is
-        FMA-issue bound, so (2) buys little here and is kept for the tensor-core stages.
-Expect: ~1.0-1.05x s06 at 4096^3 fp32 (in run 1's autotune timings 256 x 64 x 8 warps beat
-        128 x 64 x 4 warps by 1.4%: Triton's FMA dot issues ~87% FFMA in its K loop whatever the
-        warp count, so warp tiling has little left to win in Triton)
+Change: vs s06, (1) a 256 x 64 program tile over 8 warps (num_warps=8) instead of 128 x 64 over 4;
+        (2) programs walk C in bands of GROUP_M = 8 tile rows (study.tritonlib.grouped_tile).
+Why:    (1) a 256 x 64 tile loads (256 + 64) * 32 floats per K step for 2 * 256 * 64 * 32 FLOPs:
+        25.6 FLOP/B vs 21.3 for 128 x 64, and B is read by half as many programs. (2) bands of 8
+        tile rows touch ~8 A + ~17 B panels per wave of 132 tiles instead of ~5 A + all 64 B in row
+        order. A wave does > 200 FLOP per HBM byte vs a ~22 FLOP/B ridge either way: the SIMT
+        kernel is FMA-issue bound, so (2) buys little here and is kept for the tensor-core stages.
+Expect: ~1.0-1.05x s06 at 4096^3 fp32 (run 1 autotune: 256 x 64 x 8 warps 1.4% ahead of 128 x 64)
 Limits: none (any M, N, K >= 1; unaligned inputs run with VEC=1, scalar loads)
 Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s07_warp_tiling.cu
+Log:    docs/stages/s07_warp_tiling.md
 """
 import triton
 import triton.language as tl

@@ -1,46 +1,18 @@
 """s09_tf32_wmma: tensor cores in TF32 (tl.dot input_precision="tf32"), B K-major
 
-Change: vs s08, tl.dot runs on the tensor cores in TF32 (10-bit mantissa inputs, fp32
-        accumulate) instead of FFMA in IEEE fp32; B is read K-major (Layout: NT, b = w.t() of a
-        contiguous (N, K) w), and the autotune list holds tensor-core tiles (BK = 32-64, 4-8 warps,
-        3-4 stages). On sm_90 Triton lowers the dot to wgmma (HGMMA .TF32), elsewhere to mma.sync.
-        Where the chosen tile divides M, N and K (EVEN, set per config by tritonlib.even_tiles)
-        the K loop loads without masks.
-Why:    TF32 tensor cores peak ~8x the FP32 FMA pipe (cuBLAS TF32 ~364 vs FP32 ~52 TFLOP/s on the
-        H100), so the ridge rises from ~22 to ~126 FLOP/B and the tile must feed them: a
-        128 x 256 x 32 step loads (128 + 256) * 32 * 4 B = 48 KB for 2 * 128 * 256 * 32 FLOP,
-        43 FLOP/B from shared memory, kept fed by 3-4 stages of cp.async (144-192 KB smem).
-        Hopper's wgmma reads shared-memory operands transposed only for 16-bit types: a TF32 B
-        tile must be K-major in shared memory. With row-major B (NN) Triton has to transpose it
-        on the way in with 4-byte copies, which is why this stage takes B as NT. Masks cost more
-        than their instructions here: a masked copy is a predicated cp.async with a zero-fill
-        size chosen per K step (SEL/ISETP; 167 SASS instructions per K step at 128x256x32 vs
-        123 unmasked), and on the H100 the unmasked loop ran 1.13x faster (study.bench, same
-        config, 2 rounds: 74.0-74.2% -> 84.1-84.6% of cuBLAS at 4096^3, 76.9-77.1% -> 86.9-87.0%
-        at 8192^3), where s11's fp16 loop gained 1%.
-Expect: ~84-87% of cuBLAS TF32 (NT) at 4096^3 and 8192^3 with the unmasked loop, ~7.5x s08 (H100
-        studies at 8e3ed12, 460ff6c, ce5c79a, 81cbf86 and 7417859: 84.0% / 87.3%, 84.4% / 87.7%,
-        84.7% / 87.0%, 84.7% / 85.7% and 84.1% / 85.4%, 317.6-328.1 / 345.2-360.5 TFLOP/s; study
-        runs with masks everywhere: 74-76% and 77-78%; a 12-config sweep with the unmasked loop
-        (study.bench) peaked at 85.1% / 86.9% with the first config, the rest at 84.7% or less,
-        256x128 and 128x128 tiles 56-79%; an unmasked EVEN epilogue read 79% / 79-82% where the
-        stage read 84.5% / 86.9%, study.bench, 3 rounds at 80f782b; a streaming (.cs) C store
-        84.0-84.4% / 86.7-86.9%, the stage 84.6-84.9% / 86.9-87.1%, 3 rounds at 03fe786). The 85%
-        aim holds at 8192^3 and is missed by under a point at 4096^3. The K loop is already lean
-        (per K step, from the sm_90 SASS: wait for the stage, barrier, 4 HGMMA 64x256x8, wait for
-        the previous wgmma group, barrier, 12 cp.async; C leaves through shared memory as 16-byte
-        stores); with one 144 KiB program per SM, each tile's pipeline fill and 128 KiB C store run
-        while its tensor cores idle, which would weigh twice as much at 4096^3 as at 8192^3 (not
-        measured apart; overlapping them takes a persistent loop, s13's technique). The operands do
-        not bind: ncu at 4096^3 (one launch, clocks at 1.43 GHz, 466 us) reads SM compute throughput
-        76%, L2 44%, DRAM 23%, L2 hit rate 75%. Row-major B (NN) runs correctly but at ~0.28x of NT,
-        a finding the study measures (study runs: 82-86 TFLOP/s at 4096^3, 21% of cuBLAS TF32 NN: B
-        moves as 4-byte copies, and the 128x256 config spills 576 B in that specialisation). Error
-        vs fp64 ~8e-4 relative (TF32 rounding), not fp32's ~1e-6.
+Change: vs s08, tl.dot runs on the tensor cores in TF32 (wgmma on sm_90, mma.sync elsewhere), B is
+        read K-major (NT) and the autotune list holds tensor-core tiles; EVEN tiles load unmasked.
+Why:    TF32 tensor cores peak ~8x the FP32 FMA pipe (cuBLAS TF32 ~364 vs FP32 ~52 TFLOP/s), so the
+        ridge rises from ~22 to ~126 FLOP/B: a 128 x 256 x 32 step loads 48 KB for 2 MFLOP (43
+        FLOP/B), fed by 3-4 cp.async stages (144-192 KB). wgmma reads smem operands transposed only
+        for 16-bit types, so a TF32 B tile must be K-major: hence NT. A masked copy is a predicated
+        cp.async with a per-step zero-fill size; unmasked, the loop ran 1.13x faster.
+Expect: ~84-87% of cuBLAS TF32 (NT) at 4096^3 and 8192^3, ~7-7.5x s08 (H100 studies, unmasked loop)
 Limits: none (any M, N, K >= 1, any strides of b; 128-bit loads need 16-byte aligned rows, K and
         N multiples of 4, else 4-byte loads)
 Dtype:  tf32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NT
 Pair:   cuda_src/s09_tf32_wmma.cu
+Log:    docs/stages/s09_tf32_wmma.md
 """
 import triton
 import triton.language as tl
@@ -55,11 +27,11 @@ def _cfg(bm, bn, bk, warps, stages, group=8):
 
 # Candidates (BM, BN, BK, warps, stages, group): smem = stages * (BM + BN) * BK * 4 B <= 227 KB;
 # fp32 accumulators BM * BN / (32 * warps) per thread (wgmma keeps them in registers). From an
-# H100 sweep of 18 configs at 5 shapes (scratch/triton_s9), none spills; 256x128 tiles (~13%
-# behind 128x256 at 8192^3), BK = 16 and 2-stage BK = 64 pipelines never won and were left out.
+# H100 sweep of 18 configs at 5 shapes (scratch/triton_s9), none spills; what never won and was
+# left out: docs/stages/s09_tf32_wmma.md.
 CONFIGS = [
-    _cfg(128, 256, 32, 8, 3, 16),  # 144 KB, 185 regs; groups of 16 tile rows: best at 8192^3
-                                   # (+4% over groups of 8 in the sweep), ties the next at 4096^3
+    _cfg(128, 256, 32, 8, 3, 16),  # 144 KB, 185 regs; groups of 16 tile rows: best at 8192^3,
+                                   # ties the next at 4096^3
     _cfg(128, 256, 32, 8, 4),      # 192 KB; 4096^3 and 2048x11008x4096
     _cfg(128, 128, 64, 8, 3),      # 192 KB, 130 regs; problems of 16-128 rows
     _cfg(128, 64, 32, 4, 4),       # 96 KB, 115 regs; small problems (1024^3: ~84% of cuBLAS)

@@ -1,19 +1,17 @@
 """s10_half_wmma: tensor cores on fp16/bf16 tiles, fp32 accumulate
 
-Change: vs s09, the operands are fp16 or bf16 instead of fp32: tl.dot on 16-bit tiles with an
-        fp32 accumulator, one fixed tile configuration (no autotune, no grouped order), the
-        software pipeline left at Triton's default depth (num_stages=3).
+Change: vs s09, fp16 or bf16 operands: tl.dot on 16-bit tiles with an fp32 accumulator, one fixed
+        tile (no autotune, no grouped order), Triton's default pipeline depth (num_stages=3).
 Why:    half the bytes per operand and the full-rate tensor-core path: H100 dense fp16/bf16 runs
         at ~2x its tf32 rate (989 vs 495 TFLOP/s datasheet). A 128x128 tile with BK=32 loads
         (128+128)*32*2 B = 16 KiB per K step for 2*128*128*32 = 1 MFLOP: 64 FLOP/B, below the
         H100 DRAM ridge (~266 FLOP/B for BF16), so it runs near peak only while most tile loads
         hit L2; row-major program order gives no help there (s11 adds grouping).
-Expect: ~65-70% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (four H100 study runs: fp16 470-526
-        / 491-518 TFLOP/s, bf16 491-539 / 511-536); with 16-byte rows (VEC hint) ragged sizes
-        such as 1000^3 keep 16-byte copies instead of 2-byte loads
+Expect: ~65-70% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (H100 studies: 467-539 TFLOP/s)
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s10_half_wmma.cu
+Log:    docs/stages/s10_half_wmma.md
 """
 import triton
 import triton.language as tl

@@ -1,31 +1,17 @@
 """s11_mma_pipeline: deep pipeline, grouped order, autotuned fp16/bf16 tiles
 
-Change: vs s10, the K loop is pipelined 4-5 stages deep with BLOCK_K=64, programs walk C in
-        groups of GROUP_M tile rows, and @triton.autotune picks among four Hopper tile shapes
-        per (M, N, K) and dtype; where the chosen tile divides M, N and K (EVEN, set per config
-        by tritonlib.even_tiles) the K loop loads without masks (159 -> 98 SASS instructions
-        per K step at 128x256x64: no zero-fill sizes or predicates to compute).
+Change: vs s10, a 4-5 stage K pipeline with BLOCK_K=64, GROUP_M-grouped program order, autotune
+        over four Hopper tiles per (M, N, K) and dtype; EVEN tiles load without masks.
 Why:    a 128x256 tile reaches 2*128*256 / ((128+256)*2) = 85 FLOP/B of loads (s10's 128x128:
-        64), and a stage of (128+256)*64*2 B = 48 KiB x 3-4 stages (144-192 KiB of 227) keeps
-        2-3 K steps of 4 MFLOP each in flight, enough to cover DRAM latency at full MMA rate.
-        Grouped order, 8192^3 with 128x256 tiles: a wave of 132 programs in row-major order
-        touches 4 A strips (2 MiB each) + 32 B strips (4 MiB each) = 136 MiB; grouped by 8 tile
-        rows it touches 8 A + 17 B strips = 84 MiB, 1.6x less DRAM traffic (at 4096^3 a wave
-        spans only ~8 tile rows either way, so grouping matters little there).
-Expect: ~1.4x s10 at 4096^3, ~95-99% of cuBLAS FP16/BF16 (H100 study runs with the unmasked loop at
-        8e3ed12, 81cbf86 and 7417859: fp16 96.0% / 98.8%, 96.5% / 97.7% and 95.2% / 98.1%, bf16
-        96.8% / 99.0%, 97.8% / 99.3% and 95.2% / 98.7% at 4096^3 / 8192^3, 666-759 TFLOP/s; H200 at
-        6a25e69: 95.5% / 98.4% fp16, 94.6% / 98.3% bf16; the H100 run before 8e3ed12, masked
-        everywhere: 94.8-95.3% / 96.9-97.5%; earlier runs, which timed this stage in plain launches
-        beside graph-timed cuBLAS at 4096^3: 90-94% there). Unmasked loads (EVEN), study.bench, 2
-        rounds, same config: fp16 94.1-94.5% -> 95.0-95.1%, bf16 94.0-94.1% -> 94.8-94.9% at 4096^3;
-        95.9% -> 96.6-97.0%, 96.4% -> 97.3% at 8192^3. No other of 13 swept tiles beat the
-        128x256x64 x 4-stage pick at 4096^3, nor, re-timed one mode per shape, GROUP_M 16 (+0.2-0.4
-        points), 4 (-0.4 to -3), 3 stages (-13), 256x128 (-10) or 128x256x32 x 6 stages (-1.3 to
-        -1.9). 1024^3 fp16: 84% (graph-timed; 77% before the 128x64 tile joined the menu)
+        64), and 48 KiB stages x 3-4 (144-192 KiB of 227) keep 2-3 K steps of 4 MFLOP in flight,
+        enough to cover DRAM latency at full MMA rate. At 8192^3 a wave of 132 programs touches
+        136 MiB of A and B strips in row-major order, 84 MiB grouped by 8 tile rows. Unmasked
+        loads cut a K step from 159 to 98 SASS instructions.
+Expect: ~95-99% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.4x s10 (H100 studies: 666-759 TFLOP/s)
 Limits: none (any M, N, K >= 1)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
 Pair:   cuda_src/s11_mma_pipeline.cu
+Log:    docs/stages/s11_mma_pipeline.md
 """
 import triton
 import triton.language as tl
@@ -44,7 +30,7 @@ def _config(bm, bn, bk, stages, warps):
 # Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B. From an
 # H100 sweep of 13 tiles at 5 shapes (scratch/triton_s9), none spills; configs within a few % of
 # the winner everywhere were left out: the autotuner's 25 ms timing cannot rank them on the H100
-# (it picked 128x256x32 x 6 stages at 2048x11008x4096, 5% slower there than the first line).
+# (an example, and the sweeps: docs/stages/s11_mma_pipeline.md).
 CONFIGS = [
     _config(128, 256, 64, 4, 8),   # 192 KiB; 2 warpgroups of 64x256: 4096^3, 8192^3, 2048x11008x4096
     _config(128, 128, 64, 5, 8),   # 160 KiB; 2 warpgroups of 64x128: problems of 128 rows

@@ -1,28 +1,19 @@
 """s12_tma_wgmma: tensor descriptors: TMA tile loads feeding wgmma
 
-Change: vs s11, A and B tiles are loaded through host-built tensor descriptors
-        (TensorDescriptor.from_tensor): on sm_90a each tile is one TMA copy (UTMALDG) into
-        swizzled shared memory, completed on an mbarrier, instead of 128-256 threads issuing
-        16-byte cp.async copies with address arithmetic and masks; B is K-major (NT), the
-        layout the CUDA pair uses.
+Change: vs s11, A and B tiles load through host-built tensor descriptors: on sm_90a one TMA copy
+        per tile into swizzled smem, completed on an mbarrier; B is K-major (NT), as the CUDA pair.
 Why:    a 128x256x64 stage is (128+256)*64*2 B = 48 KiB: s11 moves it as 3072 16-byte cp.async
         (12 per thread at 8 warps) plus their address and mask math, TMA as 2 instructions from
-        one thread, so the warps issue almost only wgmma; tails cost nothing (TMA zero-fills
-        rows beyond M/N and columns beyond K, no masks in the loop). Same tile area, pipeline depth
-        and grouped order as s11 (its pick 128x256, this stage's 256x128: 85 FLOP/B either
-        way), so the gain is issue slots and registers, not traffic.
-Expect: ~1.0x s11 at 4096^3, ~95-99% of cuBLAS FP16/BF16 (NT) with 256x128x64 x 4 stages
-        (H100 study runs at a1ffdda and 8e3ed12, every kernel of a shape timed the same way:
-        fp16 96.2-96.5% / 98.8-99.4%, bf16 95.6-97.0% / 98.4-99.7% at 4096^3 / 8192^3, 674-765
-        TFLOP/s; earlier runs that timed
-        this stage in plain launches beside graph-timed cuBLAS read 92-93% fp16 at 4096^3).
-        GROUP_M, study.bench at 4096^3 / 8192^3 (points of cuBLAS vs 8): 4 -0.7 / -0.8, 16
-        -1.3 / -1.6, 32 -1.3 / -6; 128x256x64 x 4 stages -14; 256x128 x 3 stages -4 / -3
+        one thread, so the warps issue almost only wgmma; tails cost nothing (TMA zero-fills).
+        Same tile area, pipeline depth and grouped order as s11 (85 FLOP/B either way), so the
+        gain is issue slots and registers, not traffic.
+Expect: ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3, ~1.0x s11 (256x128x64 x 4 stages)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (C goes through masked pointer stores)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
 Pair:   cuda_src/s12_tma_wgmma.cu
+Log:    docs/stages/s12_tma_wgmma.md
 """
 import triton
 import triton.language as tl
@@ -42,11 +33,10 @@ def _config(bm, bn, bk, stages, warps):
 # epilogue's layout-change buffer reuses the pipeline's shared memory). From an H100 sweep of 10
 # tiles at 5 shapes (scratch/triton_s9), none spills; configs that never beat one below by more
 # than the autotuner's timing noise (~5% on the H100) were left out (256x128 x 3 stages, 128x128
-# with 8 warps). Also tried there: C stored by TMA (two half-width boxes: ~1% faster at 4096^3,
-# within noise, for one more tensor map to encode per call; one whole-tile box: ~20% slower).
+# with 8 warps). C stored by TMA was tried too, and not kept: docs/stages/s12_tma_wgmma.md.
 CONFIGS = [
     _config(256, 128, 64, 4, 8),   # 192 KiB; 2 warpgroups of 128x128: won 4096^3, 8192^3 and
-                                   # 2048x11008x4096 in both dtypes (3 stages: 3-7% behind)
+                                   # 2048x11008x4096 in both dtypes
     _config(128, 256, 64, 3, 8),   # 144 KiB; 2 warpgroups of 64x256, for wide problems
     _config(128, 128, 64, 4, 4),   # 128 KiB; one warpgroup: problems of 16-128 rows
     _config(128, 64, 64, 4, 4),    # 96 KiB; twice the programs: 1024^3 (fp16 84% of cuBLAS,

@@ -1,41 +1,19 @@
 """s13_warp_specialized: persistent, warp-specialised programs over device-side TMA descriptors
 
-Change: vs s12, one program per SM (grid = number of SMs) loops over C tiles in grouped order,
-        and the tile loop is warp-specialised (tl.range(..., warp_specialize=True)): Triton
-        splits each program into a producer warpgroup that only issues the TMA loads and two
-        consumer warpgroups (num_warps=4 -> 12 warps, setmaxnreg moves registers to the
-        consumers) that issue wgmma and store C with TMA. The descriptors are built on the
-        device (tl.make_tensor_descriptor) so the compiler can re-cut the C box per consumer.
-        A C that TMA cannot store (base not 16-byte aligned or ldc not a multiple of 8) takes
-        the same persistent loop without warp specialisation, flattened (tl.range(...,
-        flatten=True)) so the next tile's loads overlap this tile's epilogue, and masked
-        pointer stores.
-Why:    s12 at 4096^3 launches cdiv(4096,256)*cdiv(4096,128) = 512 programs = 3.9 waves of 132
-        SMs; each spends ~1-2 us filling its pipeline from empty and ~1-2 us storing 64 KiB of C
-        while its tensor cores idle, ~4-7% of a 268 MFLOP tile. Persistent, the fill happens
-        once per SM; specialised, the producer warps load the next tile while the consumers
-        run the epilogue, and the consumers hold 128 fp32 accumulators each without the load
-        addressing. Host-side descriptors (s12's) hung the warp-specialised loop on the H100
-        with Triton 3.6, flattened or not (with a C descriptor built inside the loop it faulted
-        or hung); built on the device once at the top of the kernel, as Triton's own tests do,
-        they run.
-Expect: ~1.0x s12 at 4096^3; ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3 (H100
-        study runs at a1ffdda and 8e3ed12: fp16 96.7-97.1% / 98.2-98.4%, bf16 96.8-97.3% /
-        98.9-99.5% at 4096^3 / 8192^3, 679-770 TFLOP/s, 128x256x64 x 3 stages; study.bench
-        the same day: 96.5-97.1% / 97.9-99.3%). The flattened loop without warp
-        specialisation, this stage until then, ran 98.7-101.2% in study.bench that session:
-        Triton 3.6's Hopper warp specialisation costs ~1-3% here, where the hand-written CUDA
-        pair gains. compute-sanitizer at ragged shapes
-        (67x40x72, 129x136x136, 67x45x72; beta 0 and 0.5): memcheck and synccheck clean;
-        racecheck clean on the flattened path, and on the warp-specialised one it reports
-        hazards between a shared-memory read at kernel entry and writes of the
-        warp_specialize region, the same report as on Triton's own test form of this loop
-        (device descriptors, TMA store): Triton's partition start-up, not this kernel's tiles
+Change: vs s12, one program per SM loops over C tiles in grouped order, warp-specialised
+        (tl.range(..., warp_specialize=True)): a TMA producer warpgroup, two wgmma consumers.
+Why:    s12 at 4096^3 runs 512 programs = 3.9 waves of 132 SMs; each spends ~1-2 us filling its
+        pipeline and ~1-2 us storing 64 KiB of C while its tensor cores idle, ~4-7% of a 268
+        MFLOP tile. Persistent, the fill happens once per SM; specialised, the producer loads the
+        next tile during the epilogue (setmaxnreg gives consumers the registers). Descriptors are
+        built on the device: host-side ones hung the warp-specialised loop (Triton 3.6).
+Expect: ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3, ~1.0x s12 (128x256x64 x 3 stages)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
         base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
         ldc (a C TMA cannot store goes through masked pointer stores, not warp-specialised)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
 Pair:   cuda_src/s13_warp_specialized.cu
+Log:    docs/stages/s13_warp_specialized.md
 """
 import functools
 
