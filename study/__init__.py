@@ -5,18 +5,32 @@
     c = f(a, b)                               # C = A @ B
     f(a, b, c, alpha=2.0, beta=0.5)           # C = alpha * A @ B + beta * C, in place
     study.stages()                            # the pairing table as a pandas DataFrame
+    study.bench(fn, [4096], "bf16")           # time your own kernel beside cuBLAS
+    study.build_all()                         # compile every CUDA stage now (cached)
+
+Names load on first use, so `import study` (and `python -m study --help`) imports neither
+torch nor Triton until a kernel is asked for. docs/ARCHITECTURE.md maps the modules.
 """
-from .kernels import Kernel, check_operands, kernel
-from .measure import bench
-from .registry import Stage, all_stages, stages
+import importlib
+from pathlib import Path
 
-__all__ = ["Kernel", "Stage", "all_stages", "bench", "check_operands", "kernel", "stages", "build_all"]
+# public name -> the module that defines it
+_EXPORTS = {"Kernel": "kernels", "kernel": "kernels", "check_operands": "operands", "bench": "measure",
+            "Stage": "registry", "all_stages": "registry", "stages": "registry", "build_all": "build"}
+
+__all__ = sorted(_EXPORTS)
 
 
-def build_all(jobs: int | None = None):
-    """Compile every CUDA stage in parallel (cached); a DataFrame of build results."""
-    import pandas as pd
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif (Path(__file__).parent / f"{name}.py").exists():   # study.registry, study.build, ...
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'study' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-    from . import build
 
-    return pd.DataFrame([r.__dict__ for r in build.build(jobs=jobs)])
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

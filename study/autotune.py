@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from . import device
+from .operands import Problem
 from .registry import STATE_ROOT
 
 _lock = threading.Lock()
@@ -100,8 +101,6 @@ def choose(kern, p, a, b, c) -> int:
         if hit and 0 <= hit["config"] < len(names) and names[hit["config"]] == hit["name"]:
             return hit["config"]
         scratch = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
-        from .kernels import Problem
-
         q = Problem(p.M, p.N, p.K, p.lda, p.ldb, p.N, p.precision, p.layout)
         times = {}
         for i, name in enumerate(names):

@@ -1,10 +1,12 @@
-"""Compiling CUDA stages: one load_inline module per stage, binding generated from the header.
+"""Compiling CUDA stages: one load_inline module per stage, and cubins for the static checks.
 
-The stage's `.cu` stays pure CUDA (torch headers cost ~35 s of nvcc each). The C++ binding is
-generated here from the header's precisions: it includes only pybind11 and common/gemm.cuh,
-takes raw pointers as integers, and calls the stage's `unsupported()` and `launch()`.
-Modules are named `study_<stem>_<hash of sources, flags, toolchain>`, cached under the build
-directory (STUDY_BUILD_DIR, default <repo>/build/cuda), and built in parallel processes.
+Each stage becomes its own extension module, `study_<stem>_<hash of sources, flags,
+toolchain>`, from the stage's pure-CUDA `.cu` and the binding binding.py generates from its
+header; modules are cached under the build directory (STUDY_BUILD_DIR, default
+<repo>/build/cuda) and built in parallel worker processes (`python -m study.worker build`).
+Without a CUDA build of torch and a CUDA toolkit, building raises ToolkitError once, saying
+which is missing. The second half compiles a stage ahead of time to a cubin (no GPU needed)
+and reads its resources (ptxas -v) and SASS (cuobjdump).
 """
 from __future__ import annotations
 
@@ -20,10 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import device
+from .binding import binding_source
 from .registry import CUDA_DIR, PACKAGE_PARENT, ROOT, STATE_ROOT, Stage, all_stages, find
-
-# Element type of each precision in the launcher signature.
-CTYPE = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
 
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr"]
 # torch's cpp_extension adds these to every nvcc call; the CPU checks use the same set.
@@ -31,17 +31,11 @@ TORCH_NVCC_DEFINES = [
     "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
 ]
-_HAS_CONFIGS = re.compile(r"\bint\s+num_configs\s*\(\s*\)")
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def build_dir() -> Path:
     return Path(os.environ.get("STUDY_BUILD_DIR", STATE_ROOT / "build" / "cuda")).resolve()
-
-
-def has_configs(stage: Stage) -> bool:
-    """True if the stage exposes num_configs()/config_name()/launch(p, stream, config)."""
-    return bool(_HAS_CONFIGS.search(stage.path.read_text()))
 
 
 def included_sources(path: Path, seen: set | None = None) -> list:
@@ -59,48 +53,6 @@ def included_sources(path: Path, seen: set | None = None) -> list:
                 out += included_sources(cand, seen)
                 break
     return out
-
-
-def binding_source(stage: Stage) -> str:
-    """The generated C++ binding: pybind11 + the stage's declarations, no torch headers."""
-    ns = stage.stem
-    configs = has_configs(stage)
-    decls, funcs, defs = [], [], []
-    for prec in stage.precisions:
-        t = CTYPE[prec]
-        if f"gemm::Problem<{t}>&" not in "".join(decls):
-            decls.append(f"const char* unsupported(const gemm::Problem<{t}>& p);")
-            decls.append(f"cudaError_t launch(const gemm::Problem<{t}>& p, cudaStream_t stream);")
-            if configs:
-                decls.append(f"cudaError_t launch(const gemm::Problem<{t}>& p, cudaStream_t stream, int config);")
-        args = ("std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, int M, int N, int K, "
-                "int lda, int ldb, int ldc, double alpha, double beta")
-        make = (f"gemm::Problem<{t}> p{{reinterpret_cast<const {t}*>(a), reinterpret_cast<const {t}*>(b), "
-                f"reinterpret_cast<{t}*>(c), M, N, K, lda, ldb, ldc, float(alpha), float(beta)}};")
-        funcs.append(
-            f"static std::string check_{prec}({args}) {{\n  {make}\n"
-            f"  const char* why = {ns}::unsupported(p);\n  return why ? std::string(why) : std::string();\n}}\n"
-            f"static void launch_{prec}({args}, std::uintptr_t stream, int config) {{\n  {make}\n"
-            f"  cudaError_t err = config < 0 ? {ns}::launch(p, reinterpret_cast<cudaStream_t>(stream))\n"
-            + (f"                             : {ns}::launch(p, reinterpret_cast<cudaStream_t>(stream), config);\n"
-               if configs else "                             : cudaErrorInvalidValue;\n")
-            + f"  if (err != cudaSuccess) throw std::runtime_error(std::string(\"{ns} launch: \") + cudaGetErrorString(err));\n}}\n")
-        defs.append(f'  m.def("check_{prec}", &check_{prec});')
-        defs.append(f'  m.def("launch_{prec}", &launch_{prec});')
-    if configs:
-        decls += ["int num_configs();", "const char* config_name(int i);"]
-        funcs.append(f"static std::vector<std::string> configs() {{\n  std::vector<std::string> out;\n"
-                     f"  for (int i = 0; i < {ns}::num_configs(); ++i) out.push_back({ns}::config_name(i));\n"
-                     f"  return out;\n}}\n")
-        defs.append('  m.def("configs", &configs);')
-    return "\n".join([
-        "// Generated by study/build.py from the stage header: do not edit.",
-        "#include <pybind11/pybind11.h>", "#include <pybind11/stl.h>",
-        "#include <cstdint>", "#include <stdexcept>", "#include <string>", "#include <vector>",
-        '#include "common/gemm.cuh"',
-        f"namespace {ns} {{", *decls, "}", "", *funcs,
-        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {", *defs, "}", "",
-    ])
 
 
 @dataclass
@@ -185,14 +137,33 @@ class BuildResult:
     error: str = ""
 
 
-_modules: dict = {}
-_failures: dict = {}
-_results: dict = {}
+_modules: dict = {}     # stem -> loaded module
+_failures: dict = {}    # stem -> compiler output of its failed build
+
+
+def toolkit_missing() -> str | None:
+    """Why CUDA stages cannot be compiled here, or None: torch must be a CUDA build, and the
+    CUDA toolkit's nvcc must be where torch looks (CUDA_HOME, else nvcc on PATH)."""
+    import torch
+
+    if not torch.version.cuda:
+        return (f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None), which "
+                "cannot compile CUDA extensions; install a CUDA build of torch")
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if not CUDA_HOME or not (Path(CUDA_HOME) / "bin" / "nvcc").exists():
+        return ("no CUDA toolkit found: nvcc is not on PATH and CUDA_HOME is not set "
+                "(set CUDA_HOME to the toolkit's root, e.g. /usr/local/cuda)")
+    return None
+
+
+class ToolkitError(BuildError):
+    """Nothing can be compiled here: the message says what is missing."""
 
 
 def _build_in_subprocess(s: BuildSpec) -> tuple:
     """Build one module in a fresh process (parallel builds); returns (ok, output)."""
-    cmd = [sys.executable, "-m", "study.build", str(s.stage.path)]
+    cmd = [sys.executable, "-m", "study.worker", "build", str(s.stage.path)]
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     return proc.returncode == 0, (proc.stdout + proc.stderr)[-20000:]
@@ -200,12 +171,15 @@ def _build_in_subprocess(s: BuildSpec) -> tuple:
 
 def build(stems=None, jobs: int | None = None, quiet: bool = False) -> list:
     """Build (or load from cache) the named CUDA stages (names or Stage objects; all of
-    cuda_src/ by default) in parallel. Returns a BuildResult per stage; failures are recorded,
-    never raised here."""
+    cuda_src/ by default) in parallel. Returns a BuildResult per stage; a stage's failure is
+    recorded, never raised here. ToolkitError if anything needs compiling and nothing can be."""
     stages = ([st if isinstance(st, Stage) else find("cuda", st) for st in stems] if stems
               else all_stages("cuda"))
     specs = [spec(st) for st in stages]
     todo = [s for s in specs if s.name not in _modules and _so_path(s) is None]
+    why = toolkit_missing() if todo else None
+    if why:  # once, before any worker starts (each would fail with the same traceback)
+        raise ToolkitError(f"cannot compile the CUDA stages here: {why}")
     jobs = jobs or max(1, min(len(todo), os.cpu_count() or 1))
     t0 = time.perf_counter()
     timings = {}
@@ -237,7 +211,6 @@ def build(stems=None, jobs: int | None = None, quiet: bool = False) -> list:
             except Exception as exc:  # a broken stage leaves the others usable
                 _failures[stem] = str(exc)
                 res = BuildResult(stem, s.name, time.perf_counter() - t, False, False, str(exc))
-        _results[stem] = res
         results.append(res)
     if not quiet and stages:
         wall = time.perf_counter() - t0
@@ -248,6 +221,14 @@ def build(stems=None, jobs: int | None = None, quiet: bool = False) -> list:
     return results
 
 
+def build_all(jobs: int | None = None):
+    """`study.build_all()`: compile every CUDA stage in parallel (cached); a DataFrame of build
+    results (stem, seconds, cached, ok, error). ToolkitError if nothing can be compiled here."""
+    import pandas as pd
+
+    return pd.DataFrame([r.__dict__ for r in build(jobs=jobs)])
+
+
 def module(stage: Stage):
     """The compiled module of a CUDA stage, building it if needed; BuildError if it fails."""
     if stage.stem not in _modules:
@@ -255,11 +236,6 @@ def module(stage: Stage):
     if stage.stem not in _modules:
         raise BuildError(f"CUDA stage {stage.stem} failed to build:\n{_failures.get(stage.stem, '')}")
     return _modules[stage.stem]
-
-
-def results() -> list:
-    """BuildResults of this process so far (for the reports)."""
-    return list(_results.values())
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,16 +304,11 @@ def sass(cubin: Path) -> str:
     return proc.stdout
 
 
-def _main(argv):
-    """`python -m study.build PATH.cu`: the worker of the parallel build (one module)."""
+def build_one(path) -> int:
+    """`python -m study.worker build PATH.cu`: the worker of the parallel build (one module)."""
     from .registry import parse_header
 
-    stage = parse_header(Path(argv[0]), "cuda")
-    s = spec(stage)
+    s = spec(parse_header(Path(path), "cuda"))
     if _so_path(s) is None:
         _load_inline(s, verbose=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

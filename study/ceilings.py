@@ -81,8 +81,9 @@ def fma_peak(reps: int = 10) -> dict:
 def cublas_peaks(sizes=(4096, 8192), reps: int = 10) -> list:
     import torch
 
-    from .measure import Entry, make_call
     from .harness import L2Flush, Operands, Timer, quantiles
+    from .measure import make_call
+    from .plan import Entry
 
     flush, rows = L2Flush(), []
     for prec in ("fp32", "tf32", "fp16", "bf16"):

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from .operands import DTYPES
+
 FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
 GRAPH_BELOW_MS = 1.0        # a shape whose fastest call is shorter is timed from CUDA graphs
 GRAPH_MAX_MS = 5.0          # ... for its calls shorter than this (launch gap < 0.1% beyond)

@@ -1,126 +1,21 @@
 """Every kernel as a plain function on torch tensors: `f(a, b, c=None, *, alpha=1.0, beta=0.0)`.
 
-One checker serves all families, so a bad argument gets the same message whichever kernel it
-reaches, before any launch. Nothing is copied or converted: a tensor the kernel cannot take as
-it is raises ValueError/TypeError naming the argument and what was expected.
+CUDA stages (compiled by build.py), Triton stages (their file's `matmul`) and cuBLAS (torch.mm)
+behind one interface. One checker (operands.py) serves all families, so a bad argument gets the
+same message whichever kernel it reaches, before any launch. A kernel that cannot run on this
+machine (no GPU, wrong architecture) refuses at construction with RuntimeError saying why.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import numbers
 import sys
-from dataclasses import dataclass
 
 import torch
 
 from . import build, device, registry
+from .operands import DTYPES, Problem, check_operands
 from .registry import Stage
-
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-INT32_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A checked problem: sizes, leading dimensions (elements) and the precision it runs at."""
-
-    M: int
-    N: int
-    K: int
-    lda: int
-    ldb: int
-    ldc: int
-    precision: str
-    layout: str
-
-
-def _leading_dim(t: torch.Tensor, name: str, rows_name: str, cols_name: str, transposed=False) -> int:
-    """Leading dimension of a 2-D tensor stored row-major (or column-major when `transposed`)."""
-    rows, cols = t.shape
-    s_row, s_col = t.stride()
-    if transposed:  # the (K, N) view of an (N, K) row-major tensor: stride (1, ldb)
-        rows, cols, s_row, s_col = cols, rows, s_col, s_row
-    if cols > 1 and s_col != 1:
-        want = (f"the transposed view of a contiguous ({cols_name}, {rows_name}) tensor, stride (1, ld)"
-                if transposed else f"row-major, stride (ld, 1)")
-        raise ValueError(f"{name} must be {want}; got stride {tuple(t.stride())}. "
-                         f"This kernel does not copy its inputs: pass a tensor in that layout")
-    if rows <= 1:
-        return max(cols, 1)
-    if s_row < cols:
-        raise ValueError(f"{name} has overlapping rows (leading-dimension stride {s_row} < {cols} columns)")
-    return s_row
-
-
-def _extent(t: torch.Tensor) -> tuple:
-    """[first byte, one past the last byte] that a strided tensor touches."""
-    if t.numel() == 0:
-        return (t.data_ptr(), t.data_ptr())
-    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
-
-
-def _overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
-    (a0, a1), (b0, b1) = _extent(x), _extent(y)
-    return x.device == y.device and a0 < b1 and b0 < a1
-
-
-def _check_scalar(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real Python number, got {type(value).__name__}")
-    return float(value)
-
-
-def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, allow_cpu=False) -> Problem:
-    """Validate C = alpha*A@B + beta*C for a kernel taking `precisions` in `layout`.
-
-    Order: types, ranks, dtypes, shapes, layout and int32 range, then devices, so that sizes past
-    int32 indexing can be checked on meta tensors without allocating them."""
-    _check_scalar(alpha, "alpha")
-    _check_scalar(beta, "beta")
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 2:
-            raise ValueError(f"{name} must be 2-D, got {t.dim()}-D with shape {tuple(t.shape)}")
-    allowed = {DTYPES[p]: p for p in reversed(precisions)}
-    if a.dtype not in allowed:
-        names = ", ".join(dict.fromkeys(str(DTYPES[p]).replace("torch.", "") for p in precisions))
-        raise TypeError(f"a must have dtype {names} for this kernel, got {str(a.dtype).replace('torch.', '')}")
-    if b.dtype != a.dtype:
-        raise TypeError(f"b must have the dtype of a ({a.dtype}), got {b.dtype}")
-    M, K = a.shape
-    if b.shape[0] != K:
-        raise ValueError(f"b must have K = {K} rows to match a of shape {tuple(a.shape)}, got shape {tuple(b.shape)}")
-    N = b.shape[1]
-    lda = _leading_dim(a, "a", "M", "K")
-    ldb = _leading_dim(b, "b", "K", "N", transposed=(layout == "NT"))
-    ldc = N
-    if c is not None:
-        if not isinstance(c, torch.Tensor):
-            raise TypeError(f"c must be a torch.Tensor or None, got {type(c).__name__}")
-        if c.dtype != a.dtype:
-            raise TypeError(f"c must have the dtype of a ({a.dtype}), got {c.dtype}")
-        if tuple(c.shape) != (M, N):
-            raise ValueError(f"c must have shape (M, N) = ({M}, {N}), got {tuple(c.shape)}")
-        ldc = _leading_dim(c, "c", "M", "N")
-    elif beta != 0:
-        raise ValueError("beta must be 0 when c is None (there is no C to scale)")
-    for name, rows, cols, ld in (("a", M, K, lda), ("b", *((N, K) if layout == "NT" else (K, N)), ldb),
-                                 ("c", M, N, ldc)):
-        if rows and cols and (rows - 1) * ld + cols - 1 > INT32_MAX:
-            raise ValueError(f"{name} is too large: its last element sits past int32 indexing "
-                             f"({rows} x {cols}, leading dimension {ld}); the kernels index with int32")
-    for name, t in (("b", b), ("c", c)):
-        if t is not None and t.device != a.device:
-            raise ValueError(f"{name} must be on the device of a ({a.device}), got {t.device}")
-    if a.device.type != "cuda" and not (allow_cpu and a.device.type == "cpu"):
-        raise ValueError(f"a must be a CUDA tensor, got device {a.device}")
-    if c is not None and (_overlap(c, a) or _overlap(c, b)):
-        raise ValueError("c must not overlap a or b in memory (the kernel writes c while reading them)")
-    return Problem(M, N, K, lda, ldb, ldc, allowed[a.dtype], layout)
-
 
 class Kernel:
     """A GEMM callable: `f(a, b, c=None, *, alpha=1.0, beta=0.0) -> c` with C = alpha*A@B + beta*C."""
@@ -245,6 +140,8 @@ class CublasKernel(Kernel):
             raise ValueError(f"name: cuBLAS precision must be one of {tuple(DTYPES)}, got {precision!r}")
         if layout not in registry.LAYOUTS:
             raise ValueError(f"layout must be one of {registry.LAYOUTS}, got {layout!r}")
+        if device.capability() is None:  # as the stages: refuse here, not at the first call
+            raise RuntimeError(f"cublas {precision} cannot run here: no CUDA GPU")
         self.name, self.precisions, self.layout = precision, (precision,), layout
 
     def _run(self, p, a, b, c, alpha, beta):

@@ -1,6 +1,6 @@
 """DRAM traffic and FLOPs per kernel from Nsight Compute, at one shape per precision.
 
-The parent runs `ncu --profile-from-start off ... python -m study.profile child SPEC` once. The
+The parent runs `ncu --profile-from-start off ... python -m study.worker profile SPEC ORDER` once. The
 child warms every kernel (JIT, autotune, module load: not profiled), then between
 cudaProfilerStart/Stop launches, for each kernel, a tiny marker kernel followed by one call:
 everything after marker i and before marker i+1 belongs to kernel i (cuBLAS kernels are named
@@ -123,7 +123,7 @@ def profile(groups: dict, shapes: dict, out_dir: Path, timeout_s: int = 300) -> 
     rep = tmp / "profile"
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
            "--target-processes", "all", "-f", "-o", str(rep),
-           sys.executable, "-m", "study.profile", "child", str(tmp / "spec.json"), str(tmp / "order.json")]
+           sys.executable, "-m", "study.worker", "profile", str(tmp / "spec.json"), str(tmp / "order.json")]
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("TRITON_CACHE_AUTOTUNING", "1")  # reuse the bench children's autotune results
     # Own process group: on timeout ncu and the profiled python go together.
@@ -167,12 +167,18 @@ def finish(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def child_main(spec_path, order_path) -> int:
+    """`python -m study.worker profile SPEC.json ORDER.json` (under ncu)."""
+    return run_child(json.loads(Path(spec_path).read_text()), order_path)
+
+
 def run_child(spec: dict, order_path: str) -> int:
     """Under ncu: warm everything, then marker + one call per kernel inside the profiled range."""
     import torch
 
-    from .measure import Entry, Shape, make_call
     from .harness import Operands
+    from .measure import make_call
+    from .plan import Entry, Shape
 
     marker_buf = torch.zeros(1, device="cuda")
     work, order = [], []
@@ -203,9 +209,3 @@ def run_child(spec: dict, order_path: str) -> int:
     torch.cuda.profiler.stop()
     Path(order_path).write_text(json.dumps(order))
     return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "child":
-        sys.exit(run_child(json.loads(Path(sys.argv[2]).read_text()), sys.argv[3]))
-    sys.exit("usage: python -m study.profile child SPEC.json ORDER.json (run under ncu by `study reports`)")

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from study import build, registry
+from study import binding, build, registry
 
 
 def cuda_stages():
@@ -15,12 +15,12 @@ def cuda_stages():
 
 @pytest.mark.parametrize("stage", cuda_stages(), ids=lambda s: s.stem)
 def test_binding_declares_every_precision(stage):
-    src = build.binding_source(stage)
+    src = binding.binding_source(stage)
     assert "torch" not in src, "the binding must not include torch headers (35 s of compile each)"
     for prec in stage.precisions:
         assert f'm.def("launch_{prec}"' in src and f'm.def("check_{prec}"' in src
-        assert f"gemm::Problem<{build.CTYPE[prec]}>" in src
-    assert ('m.def("configs"' in src) == build.has_configs(stage)
+        assert f"gemm::Problem<{binding.CTYPE[prec]}>" in src
+    assert ('m.def("configs"' in src) == binding.has_configs(stage)
 
 
 def test_bindings_compile_on_host(tmp_path):
@@ -34,7 +34,7 @@ def test_bindings_compile_on_host(tmp_path):
     procs = {}
     for stage in cuda_stages():
         cpp = tmp_path / f"{stage.stem}.cpp"
-        cpp.write_text(build.binding_source(stage))
+        cpp.write_text(binding.binding_source(stage))
         cmd = ["g++", "-fsyntax-only", "-std=c++17", "-DTORCH_EXTENSION_NAME=probe",
                *(f"-I{p}" for p in include_paths()), f"-I{sysconfig.get_paths()['include']}",
                f"-I{cuda_inc}", f"-I{registry.CUDA_DIR}", str(cpp)]

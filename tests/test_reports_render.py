@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from study import report
+from study.registry import all_stages
 from study.roofline import annotate
+from study.tables import expect_brief
 
 FIXTURE = Path(__file__).parent / "data" / "reports_fixture"
 
@@ -85,10 +87,10 @@ def test_ladder_tables_name_their_clock(rendered):
 def test_expect_brief_is_the_first_sentence_without_notes():
     text = ("~1.8x s03 at 4096^3 fp32 (~70% of cuBLAS FP32; H100: 38.0 TFLOP/s (run 2)); still one\n"
             "        buffer, e.g. 4100^3 waits. The share depends on the clock (ncu: 1.42 GHz).")
-    assert report.expect_brief(text) == "~1.8x s03 at 4096^3 fp32; still one buffer, e.g. 4100^3 waits"
-    assert report.expect_brief("~1.45x s10; rel. error as s10 (2.1e-4)") == "~1.45x s10; rel. error as s10"
-    assert report.expect_brief("~2-4% of cuBLAS FP32 at 4096^3 (memory-bound)") == "~2-4% of cuBLAS FP32 at 4096^3"
-    assert report.expect_brief("") == ""
+    assert expect_brief(text) == "~1.8x s03 at 4096^3 fp32; still one buffer, e.g. 4100^3 waits"
+    assert expect_brief("~1.45x s10; rel. error as s10 (2.1e-4)") == "~1.45x s10; rel. error as s10"
+    assert expect_brief("~2-4% of cuBLAS FP32 at 4096^3 (memory-bound)") == "~2-4% of cuBLAS FP32 at 4096^3"
+    assert expect_brief("") == ""
 
 
 def test_ladder_tables_show_the_brief_expect(rendered):
@@ -96,13 +98,13 @@ def test_ladder_tables_show_the_brief_expect(rendered):
     text = (root / "README.md").read_text()
     (gpu_dir,) = report.recorded(root)
     data = report.load(gpu_dir)
-    stages = {s.stem: s for s in report.all_stages() if s.family == "cuda"}
+    stages = {s.stem: s for s in all_stages() if s.family == "cuda"}
     res = data.results
     at_4096 = res[(res["M"] == 4096) & (res["N"] == 4096) & (res["K"] == 4096) & (res["family"] == "cuda")]
     shown = [st for st in set(at_4096["stage"]) if st in stages and stages[st].expect]
     assert shown
     for st in shown:
-        full, brief = stages[st].expect, report.expect_brief(stages[st].expect)
+        full, brief = stages[st].expect, expect_brief(stages[st].expect)
         assert brief in text, st
         if brief != full:  # the notes stay in the header
             assert full not in text, st
@@ -157,18 +159,19 @@ def test_crashing_and_hanging_kernels_are_dropped(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from study import measure as bench
+    from study import plan, runner
+    from study.measure import Settings
 
     script = tmp_path / "fake_child.py"
     script.write_text(FAKE_CHILD)
     real = subprocess.Popen
-    monkeypatch.setattr(bench.subprocess, "Popen",
+    monkeypatch.setattr(runner.subprocess, "Popen",
                         lambda cmd, **kw: real([sys.executable, str(script), cmd[-1]], **kw))
-    entries = [bench.Entry("cublas", "cublas", "fp32", "NN", "baseline")] + \
-        [bench.Entry("cuda", s, "fp32", "NN") for s in ("s01", "s02", "s03")]
-    shapes = bench.parse_shapes(["64", "128", "256", "512"])
+    entries = [plan.Entry("cublas", "cublas", "fp32", "NN", "baseline")] + \
+        [plan.Entry("cuda", s, "fp32", "NN") for s in ("s01", "s02", "s03")]
+    shapes = plan.parse_shapes(["64", "128", "256", "512"])
     windows = []
-    g = bench.run_group("fp32", entries, shapes, bench.Settings(), stall_s=3,
+    g = runner.run_group("fp32", entries, shapes, Settings(), stall_s=3,
                         on_row=lambda r, w: windows.append((r["M"], w)))
     assert len(g.rows) == len(entries) * len(shapes)
     assert windows and all(w == (m, m + 1) for m, w in windows)  # each row gets its shape's timed window
@@ -182,8 +185,7 @@ def test_crashing_and_hanging_kernels_are_dropped(tmp_path, monkeypatch):
 def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     """`python -m study reports --quick` end to end with the GPU parts replaced by synthetic ones:
     plan from the headers, tables, merge of a filtered run, figures and README."""
-    from study import build, ceilings, cli, device, environment, profile, resources
-    from study import measure as bench
+    from study import build, ceilings, cli, device, environment, measure, plan, profile, resources, runner
 
     monkeypatch.setattr(device, "capability", lambda: (9, 0))
     monkeypatch.setattr(device, "gpu_name", lambda: "FAKE_GPU")
@@ -196,15 +198,15 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(environment, "collect", lambda: {"gpu": "FAKE_GPU", "date_utc": "2026-01-01 00:00 UTC"})
 
     def fake_group(prec, entries, shapes, settings, on_row=None, **kw):
-        g = bench.GroupResult(prec)
+        g = runner.GroupResult(prec)
         for s in shapes:
             for i, e in enumerate(entries):
-                r = bench._row(e, s, ms_median=1.0 + i, ms_q1=0.9, ms_q3=1.1, reps=5, rel_err=1e-7, tol=1e-5,
+                r = measure.result_row(e, s, ms_median=1.0 + i, ms_q1=0.9, ms_q3=1.1, reps=5, rel_err=1e-7, tol=1e-5,
                                status="ok", warmup_s=0.1)
                 g.rows.append(r)
                 on_row(r)
         return g
-    monkeypatch.setattr(bench, "run_group", fake_group)
+    monkeypatch.setattr(runner, "run_group", fake_group)
     ncu_calls = []
 
     def no_ncu(*a, **k):
@@ -214,8 +216,8 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     assert cli.main(["reports", "--quick", "--out", str(tmp_path)]) == 0
     assert ncu_calls == []  # --quick skips Nsight Compute unless --ncu
     data = report.load(tmp_path / "data" / "FAKE_GPU")
-    n_entries = sum(len(v) for v in bench.plan(bench.QUICK_PRECISIONS).values())
-    assert len(data.results) == n_entries * len(bench.default_shapes(quick=True))
+    n_entries = sum(len(v) for v in plan.plan(plan.QUICK_PRECISIONS).values())
+    assert len(data.results) == n_entries * len(plan.default_shapes(quick=True))
     assert (tmp_path / "README.md").exists()
     assert cli.main(["reports", "--quick", "--precisions", "fp32", "--stages", "s01", "--out", str(tmp_path)]) == 0
     again = report.load(tmp_path / "data" / "FAKE_GPU")

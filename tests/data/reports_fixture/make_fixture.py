@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from study.roofline import annotate
-from study import report
+from study import results as report
 
 root = Path(sys.argv[1]); gpu = "NVIDIA_H100_80GB_HBM3"
 rng = np.random.default_rng(0)

@@ -1,7 +1,8 @@
 """Figures from the tidy tables alone (no GPU): ladder bars, rooflines, TFLOP/s vs size, error vs K.
 
-Every function takes DataFrames as written to reports/data/<gpu>/ and a path; file names are
-fixed by report.py. A wrong, failed or skipped kernel never gets a bar or a point of speed.
+draw() writes every figure of one run to reports/figures/<gpu>/ under fixed names
+(figure_names()); each drawing function takes DataFrames as written to reports/data/<gpu>/ and
+a path. A wrong, failed or skipped kernel never gets a bar or a point of speed.
 """
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .plan import PROFILE_SIZE, RAGGED_MULTIPLE, is_ragged  # noqa: E402
+from .registry import PRECISIONS  # noqa: E402
+from .results import Data, checked_not_timed, figures_dir, status_label  # noqa: E402
 from .roofline import ceiling_values, datasheet  # noqa: E402
+from .tables import TABLE_SIZES  # noqa: E402
 
 FAMILY_COLOR = {"cuda": "#1f77b4", "triton": "#ff7f0e", "cublas": "#222222", "user": "#2ca02c"}
 PREC_MARKER = {"fp32": "o", "tf32": "s", "fp16": "^", "bf16": "v"}
@@ -58,7 +63,7 @@ def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extr
                            label=f"{fam} (finding: {r['layout']})" if kind == "finding" else fam)
                     ax.text(xpos, r["tflops"], f"{r['tflops']:.0f}", ha="center", va="bottom", fontsize=7)
                 else:
-                    ax.text(xpos, 0, r["status"], ha="center", va="bottom", rotation=90, fontsize=7, color="red")
+                    ax.text(xpos, 0, status_label(r), ha="center", va="bottom", rotation=90, fontsize=7, color="red")
     for layout, style in (("NN", "-"), ("NT", "--")):
         cb = df[(df["family"] == "cublas") & (df["layout"] == layout) & (df["status"] == "ok")]
         if len(cb):
@@ -123,7 +128,9 @@ def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, 
 
 def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
     """Left: square sizes; right: transformer-layer shapes (lines join the M values of one weight
-    shape). One colour per kernel, the same in both panels; Triton dashed, cuBLAS black."""
+    shape). One colour per kernel, the same in both panels; Triton dashed, cuBLAS black. Ragged
+    square sizes (4095, 1000) are hollow markers of the kernel's colour, never joined to their
+    aligned neighbours: 4095 and 4096 sit at one x, and a line through both reads as a glitch."""
     df = _ok(results[results["dtype"] == precision])
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.3]})
     sq = df[df["shape_set"] == "square"]
@@ -145,12 +152,19 @@ def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
                 color, style = "tab:red", ":"
         pick = lambda d: d[(d["family"] == fam) & (d["stage"] == st) & (d["layout"] == lay) & (d["kind"] == kind)]  # noqa: E731
         s = pick(sq).sort_values("M")
-        if len(s):
-            a1.plot(s["M"], s["tflops"], style, marker=".", lw=lw, label=label, color=color)
+        ragged = s["M"].map(is_ragged).astype(bool)
+        if (~ragged).any():
+            a1.plot(s.loc[~ragged, "M"], s.loc[~ragged, "tflops"], style, marker=".", lw=lw, label=label, color=color)
+        if ragged.any():
+            a1.plot(s.loc[ragged, "M"], s.loc[ragged, "tflops"], linestyle="none", marker="o", ms=5, mfc="none",
+                    mec=color, label=None if (~ragged).any() else label)
         s = pick(layer)
         for (n, k), g in s.groupby(["N", "K"]):
             g = g.sort_values("M")
             a2.plot([cat_pos[(m, n, k)] for m in g["M"]], g["tflops"], style, marker=".", lw=lw, color=color)
+    if sq["M"].map(is_ragged).astype(bool).any():
+        a1.plot([], [], linestyle="none", marker="o", ms=5, mfc="none", mec="gray",
+                label=f"ragged size (not a multiple of {RAGGED_MULTIPLE})")
     a1.set_xscale("log", base=2)
     a1.set_xlabel("M = N = K")
     a1.set_ylabel("TFLOP/s")
@@ -170,7 +184,7 @@ def error_vs_k(results: pd.DataFrame, path: Path):
     for ax, prec in zip(axes[0], precs):
         d = df[df["dtype"] == prec]
         for fam, g in d.groupby("family"):
-            ok = g[g["status"] == "ok"]
+            ok = g[[r["status"] == "ok" or checked_not_timed(r) for _, r in g.iterrows()]]  # checked, correct
             bad = g[g["status"] == "wrong"]
             ax.scatter(ok["K"], ok["rel_err"], s=10, color=FAMILY_COLOR.get(fam, "green"), label=fam, alpha=0.7)
             if len(bad):
@@ -185,3 +199,30 @@ def error_vs_k(results: pd.DataFrame, path: Path):
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("relative Frobenius error vs fp64")
     _save(fig, path)
+
+
+def figure_names(data: Data) -> dict:
+    """{section: [file names]} for this run's figures (fixed names)."""
+    precs = [p for p in PRECISIONS if p in set(data.results["dtype"])]
+    return {"ladder": [f"ladder_{p}_{n}.png" for p in precs for n in TABLE_SIZES],
+            "size": [f"size_{p}.png" for p in precs],
+            "roofline": ["roofline_fp32.png", "roofline_tensor.png"], "error": ["error_vs_k.png"]}
+
+
+def draw(data: Data, root: Path) -> list:
+    """Every figure of one run under root/figures/<gpu>/; the paths written."""
+    fig_dir = figures_dir(data.gpu, root)
+    res = data.results
+    out = []
+    for p in [p for p in PRECISIONS if p in set(res["dtype"])]:
+        for n in TABLE_SIZES:
+            ladder(res, p, n, fig_dir / f"ladder_{p}_{n}.png")
+            out.append(fig_dir / f"ladder_{p}_{n}.png")
+        tflops_vs_size(res, p, fig_dir / f"size_{p}.png")
+        out.append(fig_dir / f"size_{p}.png")
+    roofline(res, data.ceilings, ["fp32"], PROFILE_SIZE, fig_dir / "roofline_fp32.png", "FP32 (SIMT) roofline")
+    roofline(res, data.ceilings, ["tf32", "fp16", "bf16"], PROFILE_SIZE, fig_dir / "roofline_tensor.png",
+             "Tensor-core roofline")
+    error_vs_k(res, fig_dir / "error_vs_k.png")
+    out += [fig_dir / "roofline_fp32.png", fig_dir / "roofline_tensor.png", fig_dir / "error_vs_k.png"]
+    return out

@@ -1,0 +1,165 @@
+"""What the sweep measures: shapes, entries (one kernel of a precision group) and the plan.
+
+The plan comes from the registry only: a stage joins a precision group when its header's Dtype
+names that precision, and is timed in its header's Layout; cuBLAS of the group is timed in every
+layout the group's stages use (and NN). Filters (families, stages, precisions, shapes) are
+validated here, before anything runs: a name that matches nothing is a ValueError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .registry import FAMILIES, PRECISIONS, all_stages, find
+
+SQUARES = (256, 512, 1000, 1024, 2048, 4095, 4096, 8192)      # 1000 and 4095: ragged sizes
+TOKENS = (16, 128, 2048)                                       # M of a transformer layer
+WEIGHTS = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096))  # (N, K) of nn.Linear
+QUICK_SQUARES = (1024, 4096)                  # --quick: the headline size, a mid size and
+QUICK_LAYERS = ((16, 4096, 4096),)            # one decode-like layer (CUDA-graph timed)
+# --quick leaves out bf16: it runs the same stages as fp16 (s10-s13), so every stage still shows.
+QUICK_PRECISIONS = ("fp32", "tf32", "fp16")
+PLAN_FAMILIES = FAMILIES + ("cublas",)
+FINDING_NN = "issue 6: header layout NT, measured here with a row-major B (NN)"
+PROFILE_SIZE = 4096                           # Nsight Compute profiles each kernel at this n^3
+RAGGED_MULTIPLE = 128                         # a size that is not a multiple of this is ragged
+
+
+def is_ragged(n: int) -> bool:
+    """A ragged size leaves partial tiles (4095, 1000): the reports draw and compare it apart."""
+    return int(n) % RAGGED_MULTIPLE != 0
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    M: int
+    N: int
+    K: int
+    set: str = "square"   # "square" or "layer" (transformer layer: M tokens x (N, K) weight)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def name(self) -> str:
+        if self.M == self.N == self.K:
+            return f"{self.M}^3"
+        return f"{self.M}x{self.N}x{self.K}"
+
+
+def _ordered(shapes) -> list:
+    return sorted(set(shapes), key=lambda s: (s.flops, s))
+
+
+def default_shapes(quick: bool = False) -> list:
+    if quick:
+        return _ordered([Shape(n, n, n) for n in QUICK_SQUARES] + [Shape(*s, "layer") for s in QUICK_LAYERS])
+    return _ordered([Shape(n, n, n) for n in SQUARES] + [Shape(m, n, k, "layer") for m in TOKENS for n, k in WEIGHTS])
+
+
+def parse_shapes(specs) -> list:
+    """"squares", "layers", "4096" (a square) or "MxNxK"; comma or space separated. ValueError
+    naming the first spec that is none of these (sizes are integers >= 1)."""
+    out = []
+    for spec in (x for s in specs for x in str(s).split(",") if x.strip()):
+        spec = spec.strip().lower()
+        if spec == "squares":
+            out += [Shape(n, n, n) for n in SQUARES]
+        elif spec == "layers":
+            out += [Shape(m, n, k, "layer") for m in TOKENS for n, k in WEIGHTS]
+        else:
+            try:
+                dims = [int(x) for x in spec.split("x")]
+            except ValueError:
+                dims = []
+            if len(dims) == 1:
+                dims *= 3
+            if len(dims) != 3 or min(dims) < 1:
+                raise ValueError(f"{spec!r} is not a shape: squares, layers, N or MxNxK (sizes >= 1)")
+            m, n, k = dims
+            layer = any((n, k) == w for w in WEIGHTS) and m in TOKENS
+            out.append(Shape(m, n, k, "layer" if layer else "square"))
+    if not out:
+        raise ValueError(f"no shape given in {list(specs)!r}")
+    return _ordered(out)
+
+
+def stage_stems(names) -> list:
+    """The stems named by `names` (s04, 4, vectorized, s04_vectorized) in either family;
+    ValueError naming the first that matches no stage."""
+    stems = []
+    for name in names:
+        found = set()
+        for fam in FAMILIES:
+            try:
+                found.add(find(fam, name).stem)
+            except ValueError:
+                pass
+        if not found:
+            known = ", ".join(sorted({s.short for s in all_stages()}))
+            raise ValueError(f"{name!r} names no stage; stages are: {known}")
+        stems += sorted(found)
+    return sorted(set(stems))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One kernel of a precision group as the study times it."""
+
+    family: str       # "cuda", "triton", "cublas" or "user"
+    stage: str        # stem, "cublas", or the user's name
+    precision: str
+    layout: str
+    kind: str = "stage"   # "stage", "baseline" or "finding"
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.family}:{self.stage}:{self.precision}:{self.layout}"
+
+
+def plan(precisions=PRECISIONS, families=None, stages=None) -> dict:
+    """{precision: [Entry]} from the stage headers, filtered by family and stage names (a
+    stage named by stem, short name or slug); ValueError for an unknown precision or family."""
+    bad = [p for p in precisions if p not in PRECISIONS] + [f for f in families or () if f not in PLAN_FAMILIES]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is neither a precision {PRECISIONS} nor a family {PLAN_FAMILIES}")
+    out = {}
+    for p in precisions:
+        entries = []
+        for s in all_stages():
+            if p not in s.precisions or (families and s.family not in families):
+                continue
+            if stages and not {s.stem, s.short, s.slug} & set(stages):
+                continue
+            entries.append(Entry(s.family, s.stem, p, s.layout))
+            if s.family == "triton" and p == "tf32" and s.layout == "NT":
+                entries.append(Entry(s.family, s.stem, p, "NN", "finding", FINDING_NN))
+        if not families or "cublas" in families:
+            layouts = sorted({"NN"} | {e.layout for e in entries})
+            entries = [Entry("cublas", "cublas", p, lay, "baseline") for lay in layouts] + entries
+        if entries:
+            out[p] = entries
+    return out
+
+
+def select(quick=False, families=(), stages=(), precisions=(), shapes=()) -> tuple:
+    """(plan, shapes) of a sweep with these filters (empty: everything; quick: the quick
+    defaults); ValueError naming a filter that matches nothing, before anything runs."""
+    try:
+        shape_list = parse_shapes(shapes) if shapes else default_shapes(quick)
+    except ValueError as exc:
+        raise ValueError(f"shapes: {exc}") from None
+    try:
+        stems = stage_stems(stages) if stages else None
+    except ValueError as exc:
+        raise ValueError(f"stages: {exc}") from None
+    groups = plan(precisions or (QUICK_PRECISIONS if quick else PRECISIONS), families or None, stems)
+    picked = [e for es in groups.values() for e in es if e.kind != "baseline"]
+    if (stems or (families and "cublas" not in families)) and not picked:
+        given = " ".join(f"{k} {' '.join(map(str, v))}" for k, v in (("families", families), ("stages", stages),
+                                                                    ("precisions", precisions)) if v)
+        raise ValueError(f"nothing to measure: no stage matches {given}")
+    if not groups:
+        raise ValueError("nothing to measure: the filters select no kernel")
+    return groups, shape_list

@@ -1,0 +1,192 @@
+"""Running the sweep's precision groups in child processes: crash isolation and stall detection.
+
+Each precision group runs in a child process (`python -m study.worker measure SPEC.json`) that
+prints one JSON line per event:
+
+    {"event": "start", "entry": label, "shape": name}   a kernel is about to run at a shape
+    {"event": "timed", "shape": name, "t0": t, "t1": t}  the shape's timed rounds (time.time())
+    {"event": "row", "row": {...}}                       one tidy row (measure.py)
+    {"event": "resources" | "autotune", "rows": [...]}   what the child compiled (capture.py)
+    {"event": "done"}
+
+A kernel that kills the CUDA context kills only its child, and one that hangs (no event for
+stall_s) is killed: the parent records it as crashed or hung and restarts the child without it,
+at the shape where it happened. Shapes go smallest first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .measure import (NOT_RUNNABLE, Settings, context_alive, make_call, measure_shape, predict_skips, result_row,
+                      short_error)
+from .plan import Entry, Shape
+from .registry import PACKAGE_PARENT, ROOT
+
+
+def child_main(spec_path) -> int:
+    """`python -m study.worker measure SPEC.json`: run_child on the spec the parent wrote."""
+    return run_child(json.loads(Path(spec_path).read_text()))
+
+
+def run_child(spec: dict) -> int:
+    """Child process body: one precision group over its shapes, JSON lines on stdout."""
+    import torch
+
+    from .capture import triton_autotune, triton_resources
+    from .harness import L2Flush
+
+    def emit(event):
+        print(json.dumps(event), flush=True)
+
+    precision = spec["precision"]
+    entries = [Entry(**e) for e in spec["entries"]]
+    shapes = [Shape(**s) for s in spec["shapes"]]
+    settings = Settings(**spec["settings"])
+    skip = {Entry(**e): why for e, why in spec.get("skip", [])}
+    calls = []
+    for e in entries:
+        if e in skip:
+            calls.append((e, None))
+            continue
+        try:
+            calls.append((e, make_call(e)))
+        except Exception as exc:  # build failure, missing arch, import error: recorded, go on
+            skip[e] = f"{NOT_RUNNABLE}{short_error(exc)}"
+            calls.append((e, None))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    flush = L2Flush()
+    done = []
+    for i, shape in enumerate(shapes):
+        try:
+            done += measure_shape(calls, shape, precision, flush, settings, skip, emit)
+        except Exception as exc:  # outside any one kernel (inputs, reference, memory): lose the shape only
+            if not context_alive():
+                raise
+            import traceback
+
+            traceback.print_exc()
+            torch.cuda.empty_cache()
+            rows = [result_row(e, shape, status="error", reason=f"shape failed: {short_error(exc)}") for e in entries]
+            for r in rows:
+                emit({"event": "row", "row": r})
+            done += rows
+        if i + 1 < len(shapes):
+            predict_skips(entries, done, shapes[i + 1], settings, skip)
+    emit({"event": "resources", "rows": triton_resources(entries, precision)})
+    emit({"event": "autotune", "rows": triton_autotune(entries, precision)})
+    emit({"event": "done"})
+    return 0
+
+
+@dataclass
+class GroupResult:
+    precision: str
+    rows: list = field(default_factory=list)
+    resources: list = field(default_factory=list)
+    autotune: list = field(default_factory=list)
+    seconds: float = 0.0
+    crashes: list = field(default_factory=list)
+
+
+def _lines(proc, stall_s: float):
+    """The child's stdout lines; None once no line came for stall_s seconds."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            q.put(line)
+        q.put("")  # EOF
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        try:
+            line = q.get(timeout=stall_s)
+        except queue.Empty:
+            yield None
+            return
+        if line == "":
+            return
+        yield line
+
+
+def run_group(precision: str, entries: list, shapes: list, settings: Settings, on_row=None,
+              log_path: Path | None = None, max_restarts: int = 4, stall_s: float = 180.0) -> GroupResult:
+    """Measure one precision group in child processes; a kernel that crashes the child (or hangs:
+    no event for stall_s) is dropped and the child restarted at the shape where it happened.
+    on_row(row, window): each row as it arrives, with (t0, t1) in time.time() of its shape's
+    timed rounds, or None for a row that was not timed."""
+    res = GroupResult(precision)
+    t0 = time.perf_counter()
+    skip: dict = {}
+    remaining = list(shapes)
+    for _ in range(max_restarts + 1):
+        if not remaining:
+            break
+        spec = {"precision": precision, "entries": [asdict(e) for e in entries],
+                "shapes": [asdict(s) for s in remaining], "settings": asdict(settings),
+                "skip": [[asdict(e), why] for e, why in skip.items()]}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(spec, f)
+        env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   PYTHONUNBUFFERED="1")
+        # @triton.autotune results on disk: later children (ncu) and runs reuse the search.
+        env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+        err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
+        proc = subprocess.Popen([sys.executable, "-m", "study.worker", "measure", f.name], cwd=ROOT,
+                                env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
+        last_start, window, finished, hung = None, None, False, False
+        for line in _lines(proc, stall_s):
+            if line is None:  # no event for stall_s: a hung kernel; the child is killed
+                hung = True
+                proc.kill()
+                break
+            try:
+                ev = json.loads(line) if line.startswith("{") else None
+            except json.JSONDecodeError:
+                ev = None
+            if ev is None:
+                continue
+            if ev["event"] == "start":
+                last_start, window = ev, None
+            elif ev["event"] == "timed":   # the shape's timed rounds, before its rows
+                window = (ev["t0"], ev["t1"])
+            elif ev["event"] == "row":
+                res.rows.append(ev["row"])
+                if on_row:
+                    on_row(ev["row"], window)
+            elif ev["event"] == "resources":
+                res.resources += ev["rows"]
+            elif ev["event"] == "autotune":
+                res.autotune += ev["rows"]
+            elif ev["event"] == "done":
+                finished = True
+        proc.wait()
+        os.unlink(f.name)
+        if log_path:
+            err_file.close()
+        if finished and proc.returncode == 0:
+            break
+        done_shapes = {(r["M"], r["N"], r["K"]) for r in res.rows}
+        remaining = [s for s in remaining if (s.M, s.N, s.K) not in done_shapes]
+        if last_start is None or not remaining:
+            res.crashes.append(f"{precision}: child exited {proc.returncode} before any kernel ran")
+            break
+        bad = next((e for e in entries if e.label == last_start["entry"]), None)
+        if bad is None:
+            res.crashes.append(f"{precision}: child exited {proc.returncode} outside any kernel")
+            break
+        why = (f"hung at {last_start['shape']} (no progress for {stall_s:.0f} s; killed)" if hung else
+               f"crashed the CUDA context at {last_start['shape']} (exit {proc.returncode}); see bench log")
+        res.crashes.append(f"{bad.label}: {why}")
+        skip[bad] = why
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,0 +1,260 @@
+"""The measured study on this GPU, end to end: `python -m study reports` with a GPU.
+
+    plan -> build the CUDA stages -> ceilings -> each precision group in its child processes
+    (runner.py) -> Nsight Compute at one shape -> tidy tables (results.py) -> figures and pages
+    (report.py)
+
+`run(Options(...))` is the library entry; the CLI only parses flags into Options. A filtered
+run (families, stages, precisions or shapes) merges its rows into the tables already recorded.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from . import autotune, build, ceilings, device, environment, profile, report, resources, results, runner, tables
+from .measure import Settings
+from .plan import PROFILE_SIZE, Shape, select
+from .registry import find
+from .roofline import annotate
+
+RESULT_KEY = ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"]
+
+
+@dataclass
+class Options:
+    """What to measure. Empty filters mean everything; root None means reports/ (reports/quick/
+    for quick, so that a quick look never replaces the full study's tables)."""
+
+    quick: bool = False
+    families: tuple = ()
+    stages: tuple = ()
+    precisions: tuple = ()
+    shapes: tuple = ()          # "squares", "layers", "4096", "MxNxK"
+    ncu: bool = False           # with quick: profile with Nsight Compute all the same
+    no_ncu: bool = False
+    root: Path | None = None
+
+    def filters(self) -> str:
+        """The filters as flags ("--stages s08 --shapes 4096"), "" for none."""
+        return " ".join(f"--{k} {' '.join(map(str, v))}" for k, v in (
+            ("families", self.families), ("stages", self.stages), ("precisions", self.precisions),
+            ("shapes", self.shapes)) if v)
+
+    def out(self) -> Path:
+        return Path(self.root) if self.root else results.reports_root(self.quick)
+
+
+def check(opts: Options) -> tuple:
+    """(groups, shapes) that opts selects; ValueError naming a filter that matches nothing."""
+    return select(opts.quick, opts.families, opts.stages, opts.precisions, opts.shapes)
+
+
+def say(msg: str):
+    print(f"[study] {msg}", file=sys.stderr, flush=True)
+
+
+def _progress(total: int, desc: str):
+    """tqdm if installed, else a line every ~5% (the GPU machine has tqdm)."""
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit="kernel-shape", dynamic_ncols=True, file=sys.stderr)
+    except ImportError:
+        class Plain:
+            def __init__(self):
+                self.n, self.t0, self.desc = 0, time.perf_counter(), desc
+
+            def update(self, k=1):
+                self.n += k
+                if self.n == total or self.n % max(1, total // 20) == 0:
+                    el = time.perf_counter() - self.t0
+                    say(f"{self.desc}: {self.n}/{total}, {el:.0f} s, ETA {el / self.n * (total - self.n):.0f} s")
+
+            def set_description(self, d):
+                self.desc = d
+
+            def close(self):
+                pass
+        return Plain()
+
+
+def merge(old, new, key: list):
+    """Rows of `new`, plus the rows of `old` whose key `new` does not have (filtered runs)."""
+    if old is None or old.empty or not set(key) <= set(old.columns):
+        return new
+    if new is None or new.empty or not set(key) <= set(new.columns):
+        return old
+    m = old[key].merge(new[key].drop_duplicates(), on=key, how="left", indicator=True)
+    return pd.concat([old[(m["_merge"] == "left_only").to_numpy()], new], ignore_index=True)
+
+
+def _build(groups: dict):
+    """Build the runnable CUDA stages (parallel, cached); their static resources start on the
+    CPU in the background. Returns (build results, future of the resources frame)."""
+    stages = [find("cuda", s) for s in sorted({e.stage for es in groups.values() for e in es if e.family == "cuda"})]
+    runnable = [s for s in stages if s.unavailable_reason(device.capability()) is None]
+    try:
+        built = build.build(runnable) if runnable else []
+    except build.ToolkitError as exc:  # the children record every CUDA row as not runnable
+        say(f"{exc}; CUDA stages are not measured")
+        built = []
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(resources.cuda_stages, stages, build.build_dir() / "cubin", 8)
+    pool.shutdown(wait=False)
+    return built, future
+
+
+def _measure(groups, shapes, settings, clock, logs, phases) -> dict:
+    """Every precision group in its child processes; rows get the SM clock and board power
+    sampled over their shape's timed rounds."""
+    bar = _progress(sum(len(es) * len(shapes) for es in groups.values()), "measuring")
+    got = {"rows": [], "resources": [], "autotune": [], "crashes": []}
+
+    def on_row(r, window=None):
+        r.update(clock.during(*window) if window else clock.latest())
+        bar.update(1)
+    for prec, entries in groups.items():
+        bar.set_description(f"measuring {prec}")
+        g = runner.run_group(prec, entries, shapes, settings, on_row=on_row, log_path=logs / f"bench_{prec}.log")
+        for key in got:
+            got[key] += getattr(g, key)
+        phases[f"measure {prec}"] = g.seconds
+    bar.close()
+    for c in got["crashes"]:
+        say(f"CRASH: {c}")
+    return got
+
+
+def _profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.DataFrame:
+    """Nsight Compute at PROFILE_SIZE^3 over the kernels measured there; an empty frame (the
+    roofline falls back to modelled traffic) if skipped or failed."""
+    if opts.no_ncu or (opts.quick and not opts.ncu):
+        say("ncu: skipped (" + ("--no-ncu" if opts.no_ncu else "--quick without --ncu")
+            + "); roofline intensities are modelled")
+        return pd.DataFrame()
+    shape = Shape(PROFILE_SIZE, PROFILE_SIZE, PROFILE_SIZE)
+    at = res[(res["M"] == shape.M) & (res["N"] == shape.N) & (res["K"] == shape.K)
+             & res["status"].isin(["ok", "wrong"])]
+    keep = set(zip(at["family"], at["stage"], at["dtype"], at["layout"], at["kind"]))
+    pgroups = {p: [e for e in es if (e.family, e.stage, e.precision, e.layout, e.kind) in keep]
+               for p, es in groups.items()}
+    pgroups = {p: es for p, es in pgroups.items() if es}
+    if not pgroups:
+        say(f"ncu: nothing measured at {shape.name}; roofline intensities are modelled")
+        return pd.DataFrame()
+    try:
+        prof = profile.profile(pgroups, {p: shape for p in pgroups}, logs, timeout_s=150 if opts.quick else 300)
+    except Exception as exc:
+        say(f"ncu failed ({type(exc).__name__}: {str(exc)[:200]}); roofline intensities are modelled")
+        return pd.DataFrame()
+    prof.insert(0, "gpu", gpu)
+    say(f"ncu: {len(prof)} kernels profiled at {shape.name}")
+    return prof
+
+
+def _build_rows(built: list, res: pd.DataFrame) -> list:
+    """CUDA build times, and each Triton stage's first call (JIT compile + autotune)."""
+    rows = [{"family": "cuda", "stage": b.stem, "seconds": round(b.seconds, 2), "cached": b.cached, "ok": b.ok,
+             "note": b.error.strip().splitlines()[-1][:200] if b.error else ""} for b in built]
+    tri = res[(res["family"] == "triton") & res["warmup_s"].notna()]
+    for (stage, prec), g in tri.groupby(["stage", "dtype"]):
+        first = g.iloc[0]
+        rows.append({"family": "triton", "stage": stage, "seconds": round(float(first["warmup_s"]), 2),
+                     "cached": False, "ok": True,
+                     "note": f"first call at {first['M']}x{first['N']}x{first['K']} {prec} (JIT compile + autotune; "
+                             "Triton's disk cache may hold it)"})
+    return rows
+
+
+def _autotune_rows(gpu: str, triton_tuned: list) -> pd.DataFrame:
+    """The CUDA autotuner's cached choices on this GPU, then Triton's from the children."""
+    try:
+        at = autotune.table()
+        if len(at):
+            at = at[at["gpu"] == gpu].drop(columns=["gpu"])
+            at.insert(0, "family", "cuda")
+    except Exception:
+        at = pd.DataFrame()
+    return pd.concat([at, pd.DataFrame(triton_tuned)], ignore_index=True)
+
+
+def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    if len(df) and "gpu" not in df:
+        df.insert(0, "gpu", gpu)
+    return df
+
+
+def run(opts: Options) -> int:
+    """Measure what opts selects on this GPU and write its tables, figures and pages; 0 on
+    success, 1 if no measurement came back. ValueError for filters that match nothing."""
+    groups, shapes = check(opts)
+    t_all, phases = time.perf_counter(), {}
+    gpu = device.gpu_name()
+    env = environment.collect()
+    env["mode"] = ("quick" if opts.quick else "full") + (f" (filtered: {opts.filters()})" if opts.filters() else "")
+    clock = environment.ClockSampler().start()
+    logs = build.build_dir().parent / "reports_logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    say(f"{gpu}: {sum(len(v) for v in groups.values())} kernels in {len(groups)} precision groups x "
+        f"{len(shapes)} shapes ({env['mode']}); logs in {logs}")
+    t = time.perf_counter()
+    built, cuda_res = _build(groups)
+    phases["build"] = time.perf_counter() - t
+    t = time.perf_counter()
+    ceil = ceilings.measure(gpu, opts.quick)
+    phases["ceilings"] = time.perf_counter() - t
+    say("ceilings: " + ", ".join(f"{r.name} {r.value:.1f} {r.unit}" for r in ceil.itertuples()
+                                 if r.source == "measured"))
+    got = _measure(groups, shapes, Settings.quick() if opts.quick else Settings(), clock, logs, phases)
+    res = pd.DataFrame(got["rows"])
+    if res.empty:
+        say("no measurement came back (see the bench logs); nothing written")
+        return 1
+    res.insert(0, "gpu", gpu)
+    t = time.perf_counter()
+    prof = _profile(opts, groups, res, gpu, logs)
+    phases["ncu"] = time.perf_counter() - t
+    t = time.perf_counter()
+    res = annotate(res, ceil, prof if len(prof) else None)
+    try:
+        cuda_res = cuda_res.result(timeout=300)
+    except Exception as exc:
+        say(f"CUDA resources failed: {exc}")
+        cuda_res = pd.DataFrame()
+    res_df = _with_gpu(pd.concat([cuda_res, pd.DataFrame(got["resources"])], ignore_index=True), gpu)
+    builds = _with_gpu(pd.DataFrame(_build_rows(built, res)), gpu)
+    env.update(clock.stop())
+    env["crashes"] = got["crashes"]
+    phases["tables"] = time.perf_counter() - t
+    root = opts.out()
+    old = results.data_dir(gpu, root)
+    if opts.filters() and (old / "results.csv").exists():
+        prev = results.load(old)
+        res = merge(prev.results, res, RESULT_KEY)
+        res_df = merge(prev.resources, res_df, ["family", "stage"])
+        builds = merge(prev.builds, builds, ["family", "stage"])
+        prof = merge(prev.profile, prof, RESULT_KEY)
+        res = annotate(res, ceil, prof if len(prof) else None)  # % columns against the merged cuBLAS rows
+        say(f"filtered run: merged with the earlier tables in {old}")
+    res = res.sort_values(["dtype", "M", "N", "K", "family", "stage", "layout", "kind"], kind="stable")
+    data = results.Data(gpu, res, ceil, res_df, builds, prof, _autotune_rows(gpu, got["autotune"]), env)
+    t = time.perf_counter()
+    env["phases_s"], env["wall_s"] = phases, round(time.perf_counter() - t_all, 1)
+    out = results.write(data, root)
+    report.render(root, gpus=[gpu])
+    phases["plots"] = time.perf_counter() - t
+    env["phases_s"] = {k: round(v, 1) for k, v in phases.items()}
+    env["wall_s"] = round(time.perf_counter() - t_all, 1)
+    results.write(data, root)  # environment.json with the final phase times
+    report.render(root, gpus=[gpu])
+    ok = (res["status"] == "ok").sum()
+    say(f"wrote {out} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in env["phases_s"].items()) + f"; total {env['wall_s']:.0f} s")
+    print(tables.headline_table(data))
+    return 0
