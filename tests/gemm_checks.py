@@ -29,6 +29,14 @@ GPU_SHAPES = [(1, 1, 1), (1, 131, 257), (127, 1, 257), (127, 131, 1), (67, 45, 3
 GPU_LARGE = [(4095, 4097, 1031), (67, 45, 16384)]
 INTERP_AB_SHAPE = (17, 19, 23)
 GPU_AB_SHAPE = (127, 131, 257)
+# Decode shapes (x @ W.T, M tokens against an nn.Linear weight), for the stages that divide K
+# among CTAs (s14 on, NT fp16/bf16): every M the swap-AB tile widths meet (1..256), against a
+# ragged weight whose K (4104 = 64 x 64 + 8) is no multiple of any split, and shapes that take
+# the other decompositions (4096 x 4096: equal splits; 1100 x 8192 tiles in 1.5 waves: hybrid;
+# 300 rows: stream-K without swapping; 1 x 64 x 72: one CTA).
+DECODE_MS = (1, 3, 16, 64, 128, 256)
+DECODE_NK = (4100, 4104)
+DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 520), (1100, 8192, 136), (1, 64, 72)]
 # alpha/beta combinations: (alpha, beta); beta == 0 runs on a NaN-filled C.
 ALPHA_BETA = [(1.0, 0.0), (2.0, 0.0), (-1.5, 0.5), (1.0, 1.0), (0.0, 2.0), (0.0, 0.0), (0.5, -1.0)]
 

@@ -3,7 +3,8 @@
 Builds all stages first (outside the sanitizer, in parallel through study.build), then for each
 stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged
 shapes (67x45x77, one just past a 128 tile: 129x131x135, and ragged-M shapes with N and K
-multiples of 8 for the stages that need 16-byte rows), beta = 0 and beta != 0.
+multiples of 8 for the stages that need 16-byte rows; from s14 on also ragged decode shapes),
+beta = 0 and beta != 0.
 Prints a summary table; exits non-zero on any sanitizer error or wrong result."""
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ TOOLS = ("memcheck", "racecheck", "synccheck")
 # Ragged in every dimension, then ragged M with N/K multiples of 8 so that the stages whose
 # Limits need 16-byte rows (tensor-core cp.async, TMA) are sanitized too, not just refused.
 SHAPES = [(67, 45, 77), (129, 131, 135), (67, 45, 72), (67, 40, 72), (129, 136, 136)]
+# Stages that divide K among CTAs (s14 on) also at ragged decode shapes: stream-K over all SMs
+# with partials and flags in the workspace (3 x 4100 x 4104), and a single CTA (1 x 64 x 72).
+DECODE_SHAPES = [(3, 4100, 4104), (1, 64, 72)]
 
 
 def child(stem: str, precision: str) -> int:
@@ -33,7 +37,7 @@ def child(stem: str, precision: str) -> int:
 
     k = study.kernel("cuda", stem)
     layout = k.stage.layout
-    for M, N, K in SHAPES:
+    for M, N, K in SHAPES + (DECODE_SHAPES if k.stage.number >= 14 else []):
         for alpha, beta in ((1.0, 0.0), (1.5, 0.5)):
             try:
                 gc.check_case(k, gc.Case(M, N, K, alpha=alpha, beta=beta, layout=layout), precision, "cuda")

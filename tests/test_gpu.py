@@ -324,6 +324,58 @@ def test_declared_size_limits_both_sides(spec, cuda_built, fast_triton_autotune)
         gc.check_case(k, gc.Case(sizes["M"], sizes["N"], sizes["K"], layout=layout), prec, DEV)
 
 
+def _decode_params():
+    """Stages that divide K among CTAs (s14 on) taking NT fp16/bf16: the decode tests below."""
+    out = []
+    for s in study.all_stages():
+        if s.number >= 14 and s.layout == "NT" and set(s.precisions) <= {"fp16", "bf16"}:
+            for p in s.precisions:
+                out.append(pytest.param((s.family, s.stem, p, s.layout), id=f"{s.family}-{s.stem}-{p}"))
+    return out
+
+
+DECODE = _decode_params()
+
+
+@pytest.mark.parametrize("kern", DECODE, indirect=True)
+@pytest.mark.parametrize("M", gc.DECODE_MS)
+def test_decode_shapes(kern, M):
+    """Decode shapes x @ W.T: M tokens against a ragged weight (N = 4100, K = 4104, no multiple of
+    any split of K), beta = 0 on a NaN-filled C, alpha/beta with beta != 0 on a finite C, and
+    integer inputs (every partial sum exact: the fixup must add each partial exactly once)."""
+    k, prec, layout = kern
+    N, K = gc.DECODE_NK
+    run_checked(k, gc.Case(M, N, K, layout=layout), prec)
+    run_checked(k, gc.Case(M, N, K, alpha=1.5, beta=0.5, layout=layout, seed=1), prec)
+    run_checked(k, gc.Case(M, N, K, alpha=-2.0, beta=1.0, layout=layout, seed=2), prec)
+    run_checked(k, gc.Case(M, N, K, ints=True, layout=layout), prec)
+
+
+@pytest.mark.parametrize("kern", DECODE, indirect=True)
+@pytest.mark.parametrize("shape", gc.DECODE_EXTRA, ids=[f"{m}x{n}x{k}" for m, n, k in gc.DECODE_EXTRA])
+def test_decode_decompositions(kern, shape):
+    """Shapes that take each decomposition (equal splits, stream-K with and without swapping
+    A and B, hybrid data-parallel + stream-K, a single CTA), plain and with alpha/beta."""
+    k, prec, layout = kern
+    run_checked(k, gc.Case(*shape, layout=layout), prec)
+    run_checked(k, gc.Case(*shape, alpha=0.5, beta=-1.0, layout=layout, seed=3), prec)
+
+
+@pytest.mark.parametrize("kern", DECODE, indirect=True)
+def test_decode_deterministic(kern):
+    """Bitwise the same output run after run at decode shapes, where partials from several CTAs
+    are summed (their order must not depend on which CTA finishes first)."""
+    k, prec, layout = kern
+    N, K = gc.DECODE_NK
+    try:
+        for M in (1, 16, 128, 256):
+            gc.check_deterministic(k, gc.Case(M, N, K, layout=layout), prec, DEV, runs=5)
+        gc.check_deterministic(k, gc.Case(16, N, K, alpha=1.5, beta=0.5, layout=layout), prec, DEV, runs=3)
+        gc.check_deterministic(k, gc.Case(1100, 8192, 136, layout=layout), prec, DEV, runs=3)
+    except ValueError as exc:
+        _limits_refusal(k, exc)
+
+
 def _config_params():
     out = []
     for s in study.all_stages("cuda"):

@@ -1,4 +1,4 @@
-// common/hopper.cuh: PTX wrappers and host helpers shared by the Hopper stages (s12, s13).
+// common/hopper.cuh: PTX wrappers and host helpers shared by the Hopper stages (s12, s13, s14).
 //
 // What lives here, and why each piece is needed:
 //   - mbarrier wrappers: the copy engine (TMA) signals "tile landed" by completing transaction
@@ -177,7 +177,7 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // 16w..16w+15; thread lane holds for i in [0, N/2):
 //   row = 16w + lane/4 + 8*((i/2)%2),  col = 8*(i/4) + 2*(lane%4) + (i%2)
 // i.e. pairs of adjacent columns, the mma.sync m16n8 C fragment repeated N/8 times along N.
-// Instantiated for N in {128, 256} and T in {__half, __nv_bfloat16} by the macro below.
+// Instantiated for N in {16, 32, 64, 128, 256} and T in {__half, __nv_bfloat16} by the macro below.
 template <typename T, int N>
 struct Wgmma;
 // The asm operand lists are long and differ only in length, so they are written once here:
@@ -210,6 +210,14 @@ struct Wgmma;
     "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
     "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
     "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+// Shorter lists for the narrow tiles (N = 16, 32, 64: 8, 16, 32 accumulators) of s14's swap-AB
+// decode path.
+#define HOPPER_WGMMA_D8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define HOPPER_WGMMA_D16 HOPPER_WGMMA_D8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define HOPPER_WGMMA_D32 HOPPER_WGMMA_D16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define HOPPER_WGMMA_OUT8 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define HOPPER_WGMMA_OUT16 HOPPER_WGMMA_OUT8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define HOPPER_WGMMA_OUT32 HOPPER_WGMMA_OUT16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 // One specialisation: T and its PTX type, N, the accumulator count R = N / 2, and the operand
 // numbers of the descriptors (R, R + 1) and of the flag (R + 2) as strings.
 #define HOPPER_WGMMA(T, PTX_T, N, R, DESC, FLAG)                                                   \
@@ -227,9 +235,21 @@ HOPPER_WGMMA(__half, "f16", 128, 64, "%64, %65", "%66")
 HOPPER_WGMMA(__nv_bfloat16, "bf16", 128, 64, "%64, %65", "%66")
 HOPPER_WGMMA(__half, "f16", 256, 128, "%128, %129", "%130")
 HOPPER_WGMMA(__nv_bfloat16, "bf16", 256, 128, "%128, %129", "%130")
+HOPPER_WGMMA(__half, "f16", 16, 8, "%8, %9", "%10")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 16, 8, "%8, %9", "%10")
+HOPPER_WGMMA(__half, "f16", 32, 16, "%16, %17", "%18")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 32, 16, "%16, %17", "%18")
+HOPPER_WGMMA(__half, "f16", 64, 32, "%32, %33", "%34")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 64, 32, "%32, %33", "%34")
 #undef HOPPER_WGMMA
+#undef HOPPER_WGMMA_D8
+#undef HOPPER_WGMMA_D16
+#undef HOPPER_WGMMA_D32
 #undef HOPPER_WGMMA_D64
 #undef HOPPER_WGMMA_D128
+#undef HOPPER_WGMMA_OUT8
+#undef HOPPER_WGMMA_OUT16
+#undef HOPPER_WGMMA_OUT32
 #undef HOPPER_WGMMA_OUT64
 #undef HOPPER_WGMMA_OUT128
 

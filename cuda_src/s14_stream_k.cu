@@ -1,0 +1,558 @@
+// s14_stream_k: split-K / stream-K work decomposition, swap-AB for decode shapes
+//
+// Change: vs s13, CTAs share a tile's k-steps when tiles are too few for the SMs: split-K,
+//         stream-K or hybrid (data-parallel waves + stream-K rest) picked per shape, partials
+//         summed in a fixed order; M <= 128 swaps A and B (C^T = W x^T, weight rows on wgmma M).
+// Why:    decode (x @ W.T, M <= 256) streams the weight once: at N = 4096, 32 tiles of 128 weight
+//         rows keep s13 on 32 of 132 SMs (~30% of the copy rate). Two splits of K put 64 SMs on
+//         it (~70%); each further split adds a partial's round trip (64 KB per CTA at M = 128).
+//         Swapped, tokens take wgmma's 16..128-wide N side; as its 64-row side, x (1..128 rows)
+//         would waste up to 98% of every wgmma and of the tile's SM.
+// Expect: ~2.3x s13, ~100% of cuBLAS at M = 16, N = K = 4096 bf16; = s13 at 4096^3
+// Limits: as s13: A and B 16-byte aligned and lda, ldb multiples of 8 elements (else ValueError
+//         naming the argument); any M, N, K >= 1, any ldc. Shared tiles use one workspace per
+//         device, SMs x 128 KiB + flags (16.5 MiB on an H100), allocated by the first such call
+//         (which must not be inside a CUDA-graph capture); such calls on one device must not
+//         run concurrently on two streams.
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+// Pair:   triton_kernels/s14_stream_k.py
+// Log:    docs/stages/s14_stream_k.md
+#include <cstdio>
+#include <mutex>
+#include "common/gemm.cuh"
+#include "common/hopper.cuh"
+
+namespace s14_stream_k {
+
+// Roles: the kernel multiplies P [rows][K] by Q [rows][K]^T (both K-major, as in NT), P on
+// wgmma's 64-row side (two consumers x 64 = 128 rows per tile), Q on its BN-wide side.
+//   not swapped: P = A (x), Q = B (W): s13's tile, C[p][q];   swapped: P = W, Q = x, C[q][p].
+constexpr int BM = 128;              // P rows per tile: two consumer warpgroups x 64 (wgmma M)
+constexpr int BK = 64;               // 64 x 2 B = one 128-byte swizzle line per tile row
+constexpr int CONSUMERS = 2;
+constexpr int THREADS = (CONSUMERS + 1) * 128;
+constexpr int GROUP_M = 16;          // s13's grouped tile order
+constexpr int PRODUCER_REGS = 40;    // setmaxnreg targets, as s13: 128*40 + 256*232 <= 64K
+constexpr int CONSUMER_REGS = 232;
+constexpr int WG_M = BM / CONSUMERS;
+constexpr int P_TILE = BM * BK;      // elements of one 128 x 64 P box
+constexpr int KSUB_SWAP = 1;         // 64-wide k boxes per ring stage, swapped (decode) path:
+                                     // 2 and 4 (256-512 B per weight row per stage) measured
+                                     // within +-3% of 1 on the decode sweep, so 1
+constexpr int KSUB_AB = 1;           // and not swapped (s13's: one)
+constexpr int C_BOX = 64;            // s13's TMA-store epilogue: 64 x 64 boxes, two per consumer
+constexpr int C_CHUNK = WG_M * C_BOX;
+constexpr int C_BUFS = 2;
+constexpr int SMEM_LIMIT = 227 * 1024;
+constexpr int MAX_STAGES = 8;        // narrow tiles: 8 x 18-24 KB of weight in flight per SM
+// Heuristic constants, from the H100 decode sweep (docs/stages/s14_stream_k.md):
+constexpr int SWAP_MAX_M = 128;      // M <= 128 swaps; at 256 s13's 128x256 tiles (x as A) were
+                                     // faster (half the x re-reads from L2 per weight byte)
+constexpr float DP_MIN_FILL = 0.6f;  // tiles >= 60% of the SMs: data-parallel (86 or 112 CTAs
+                                     // already stream the weight at 82-92% of the copy rate;
+                                     // stream-K over 132 was 0-14% slower there)
+constexpr float SPLIT_FILL_SWAP = 0.5f;  // split until ~half the SMs stream (2 x 32 tiles beat
+                                     // 3x and 4x: each extra split costs a partial's round trip)
+constexpr int MIN_ITERS = 4;         // k-steps per split at least
+constexpr float DP_MIN_EFF = 0.9f;   // more tiles than SMs: tiles / (waves x SMs) below this
+                                     // makes the last two waves hybrid
+constexpr int MAX_BN = 256;          // widest tile: bounds a partial (64 x 256 fp32 per consumer)
+static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
+static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
+static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536,
+              "register budgets after setmaxnreg must fit the 64K-register file");
+
+// k boxes per stage for a tile width: the setting above, halved until 3 stages fit.
+constexpr int ksub_for(bool swap, int bn) {
+  int ks = swap ? KSUB_SWAP : KSUB_AB;
+  while (ks > 1 && 3 * ks * (BM + bn) * BK * 2 + 1024 > SMEM_LIMIT) ks /= 2;
+  return ks;
+}
+
+template <bool SWAP, int BN, int KS>
+struct Cfg {
+  static constexpr int Q_TILE = BN * BK;             // one BN x 64 Q box
+  static constexpr int P_STAGE = KS * P_TILE, Q_STAGE = KS * Q_TILE;
+  static constexpr int STAGE_BYTES = (P_STAGE + Q_STAGE) * 2;
+  // C staging for the TMA-store epilogue; the swapped epilogue writes C^T from registers.
+  static constexpr int C_BYTES = SWAP ? 0 : CONSUMERS * C_BUFS * C_CHUNK * 2;
+  static constexpr int FIT = (SMEM_LIMIT - 1024 - C_BYTES) / STAGE_BYTES;
+  static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;  // 4 at BN = 256 (= s13)
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;
+  static_assert(BN % 16 == 0 && BN <= MAX_BN, "wgmma N: a multiple of 16 up to 256 here");
+  static_assert((Q_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
+  static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring (+ C staging) must fit in 227 KB");
+};
+
+// The work of one launch (host-computed, identical in every CTA). Tiles are numbered in s13's
+// grouped order. The first sk_tiles tiles form an iteration space of sk_tiles * KT k-steps
+// (tile-major) cut into gridDim.x contiguous ranges of equal length +-1; the rest go whole,
+// strided, as in s13. sk_tiles = 0: data-parallel (= s13); = tiles with ranges that fall on
+// k-step multiples of KT / S: split-K; otherwise stream-K, or hybrid if tiles remain.
+struct Schedule {
+  int tiles_p, tiles_q;  // tile grid over P rows x Q rows
+  int KT;                // k-steps of 64 per tile (the K tail is TMA zero fill)
+  int sk_tiles;
+  int sk_iters;          // sk_tiles * KT
+};
+
+// Range j of the shared iteration space. CTA b takes range gridDim-1-b: a tile cut between two
+// CTAs has its head (k-step 0) in the higher-numbered one, which finishes the tile, so a CTA
+// only ever waits on lower-numbered CTAs (dispatched first: no wait can deadlock), and it waits
+// at the end of its range for partials the others computed at the start of theirs.
+__device__ __forceinline__ int range_lo(const Schedule& s, int j) {
+  return static_cast<int>(static_cast<long long>(j) * s.sk_iters / gridDim.x);
+}
+
+// This CTA's pieces of work (tile, k_begin, k_end), in order: its shared range, cut at tile
+// boundaries, then its data-parallel tiles. Only the first piece can start mid-tile (its partial
+// goes to this CTA's workspace slot); only the last piece of the range can start a tile without
+// finishing it (this CTA then adds the others' partials and stores the tile).
+struct Pieces {
+  int it, hi, dp;  // next shared k-step, end of this CTA's range, next data-parallel tile
+  __device__ __forceinline__ explicit Pieces(const Schedule& s) {
+    const int j = gridDim.x - 1 - blockIdx.x;
+    it = range_lo(s, j);
+    hi = range_lo(s, j + 1);
+    dp = s.sk_tiles + blockIdx.x;
+  }
+  __device__ __forceinline__ bool next(const Schedule& s, int& tile, int& kb, int& ke) {
+    if (it < hi) {
+      tile = it / s.KT;
+      kb = it - tile * s.KT;
+      ke = min(s.KT, kb + (hi - it));
+      it += ke - kb;
+      return true;
+    }
+    if (dp < s.tiles_p * s.tiles_q) {
+      tile = dp;
+      kb = 0;
+      ke = s.KT;
+      dp += gridDim.x;
+      return true;
+    }
+    return false;
+  }
+};
+
+// s13's grouped order: GROUP_M tile rows of P sweep the Q tiles together (L2 reuse).
+// p0: first P row of the tile; qt: its tile index along Q.
+__device__ __forceinline__ void tile_coords(int tile, const Schedule& s, int& p0, int& qt) {
+  const int per_group = GROUP_M * s.tiles_q;
+  const int first = (tile / per_group) * GROUP_M;
+  const int rows = min(s.tiles_p - first, GROUP_M);
+  p0 = (first + (tile % per_group) % rows) * BM;
+  qt = (tile % per_group) / rows;
+}
+
+// Inter-CTA flags: integer release/acquire at GPU scope (ordering only; no float atomics).
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int* p, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed(int* p, int v) {
+  asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+template <typename T, bool SWAP, int BN, int KS>
+__global__ void __launch_bounds__(THREADS, 1)
+kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUtensorMap tmap_q,
+       const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, Schedule sched,
+       float* __restrict__ partials, int* __restrict__ flags, int tma_store, int vec2_ok) {
+  using S = Cfg<SWAP, BN, KS>;
+  constexpr int STAGES = S::STAGES, Q_TILE = S::Q_TILE, R = BN / 2;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* sP = reinterpret_cast<T*>(smem);                                   // [STAGES][KS][BM][BK]
+  T* sQ = reinterpret_cast<T*>(smem + STAGES * S::P_STAGE * 2);         // [STAGES][KS][BN][BK]
+  T* sC = reinterpret_cast<T*>(smem + STAGES * S::STAGE_BYTES);         // not swapped only
+  __shared__ uint64_t full[STAGES];
+  __shared__ uint64_t empty[STAGES];
+
+  // --- tile assignment: this CTA's pieces (tile, k range), from Pieces in both roles ----------
+  const int tid = threadIdx.x;
+  const int wg = tid / 128;
+  if (tid == 0) {
+    hopper::tma_prefetch_desc(&tmap_p);
+    hopper::tma_prefetch_desc(&tmap_q);
+    if (tma_store) hopper::tma_prefetch_desc(&tmap_c);
+    for (int s = 0; s < STAGES; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], CONSUMERS * 4);
+    }
+    hopper::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // --- operand staging (producer warpgroup): as s13, over the pieces' k ranges -------------
+    hopper::setmaxnreg_dec<PRODUCER_REGS>();
+    if (tid == 0) {
+      int it = 0, tile, kb, ke;
+      for (Pieces w(sched); w.next(sched, tile, kb, ke);) {
+        int p0, qt;
+        tile_coords(tile, sched, p0, qt);
+        for (int kt = kb; kt < ke; ++kt, ++it) {
+          const int s = it % STAGES;
+          hopper::mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+          hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES);
+#pragma unroll
+          for (int u = 0; u < KS; ++u) {
+            hopper::tma_load_2d(sP + s * S::P_STAGE + u * P_TILE, &tmap_p, &full[s], (kt * KS + u) * BK, p0);
+            hopper::tma_load_2d(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s], (kt * KS + u) * BK, qt * BN);
+          }
+        }
+      }
+    }
+  } else {
+    hopper::setmaxnreg_inc<CONSUMER_REGS>();
+    const int cw = wg - 1;
+    const int t = tid % 128, warp = t / 32, lane = t % 32;
+    float acc[R];
+    int it = 0, tile, kb, ke;
+    // This consumer's slice of a partial: [R / 4][128 threads] float4s, 64 x BN fp32. Fragment
+    // order, so writer and reader (same thread of the same consumer) need no layout change, and
+    // each warp moves 512 contiguous bytes per float4 store or load.
+    float4* const slots = reinterpret_cast<float4*>(partials) + cw * (R / 4) * 128 + t;
+    constexpr int SLOT = CONSUMERS * (R / 4) * 128;  // float4s per CTA slot
+    for (Pieces w(sched); w.next(sched, tile, kb, ke);) {
+      int p0, qt;
+      tile_coords(tile, sched, p0, qt);
+      const int q0 = qt * BN;
+      // --- loop over K: as s13, over this piece's k-steps only ------------------------------
+      for (int kt = kb; kt < ke; ++kt, ++it) {
+        const int s = it % STAGES;
+        hopper::mbar_wait(&full[s], (it / STAGES) & 1);
+        hopper::wgmma_fence();
+#pragma unroll
+        for (int u = 0; u < KS; ++u) {
+          const T* a = sP + s * S::P_STAGE + u * P_TILE + cw * WG_M * BK;
+          const T* b = sQ + s * S::Q_STAGE + u * Q_TILE;
+#pragma unroll
+          for (int k = 0; k < BK / 16; ++k)
+            hopper::Wgmma<T, BN>::mma(acc, hopper::desc_sw128(a + k * 16),
+                                      hopper::desc_sw128(b + k * 16), kt > kb || u > 0 || k > 0);
+        }
+        hopper::wgmma_commit();
+        hopper::wgmma_wait<1>();
+        if (kt > kb && lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+      }
+      hopper::wgmma_wait<0>();
+      hopper::fence_regs(acc);
+      if (lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+
+      // --- epilogue, part 1: pieces of a shared tile ----------------------------------------
+      if (kb > 0) {
+        // Not the tile's head: park the fp32 partial in this CTA's slot (L2: st.cg), then
+        // raise this consumer's flag. The barrier orders all 128 threads' stores before the
+        // one release store (CUTLASS's semaphore pattern).
+        float4* dst = slots + static_cast<size_t>(blockIdx.x) * SLOT;
+#pragma unroll
+        for (int i = 0; i < R / 4; ++i)
+          __stcg(dst + i * 128, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+        hopper::named_bar_sync(1 + cw, 128);
+        if (t == 0) {
+          __threadfence();
+          st_release(flags + blockIdx.x * CONSUMERS + cw, 1);
+        }
+        continue;
+      }
+      if (ke < sched.KT) {
+        // The head of a shared tile: the rest of its k-steps belong to CTAs blockIdx-1, -2, ...
+        // (ranges j+1, j+2, ...), down to `last`. One thread waits for all their flags (and
+        // clears them for the next launch), then their partials are added in that fixed order:
+        // the sum does not depend on which CTA finished first (bitwise-reproducible).
+        const int tile_end = (tile + 1) * sched.KT;
+        int last = blockIdx.x - 1;
+        while (last > 0 && range_lo(sched, gridDim.x - last) < tile_end) --last;
+        if (t == 0) {
+          for (int d = blockIdx.x - 1; d >= last; --d) {
+            int* f = flags + d * CONSUMERS + cw;
+            while (ld_acquire(f) == 0) {
+            }
+            st_relaxed(f, 0);
+          }
+        }
+        hopper::named_bar_sync(1 + cw, 128);
+        for (int d = blockIdx.x - 1; d >= last; --d) {
+          const float4* src = slots + static_cast<size_t>(d) * SLOT;
+#pragma unroll
+          for (int i = 0; i < R / 4; ++i) {
+            const float4 v = __ldcg(src + i * 128);
+            acc[4 * i] += v.x;
+            acc[4 * i + 1] += v.y;
+            acc[4 * i + 2] += v.z;
+            acc[4 * i + 3] += v.w;
+          }
+        }
+      }
+
+      // --- epilogue, part 2: alpha (beta), convert, store ------------------------------------
+      if constexpr (SWAP) {
+        // acc holds C^T: fragment row = weight row n, column = token m. C[m][n] is row-major in
+        // n, so a warp's store covers 8 consecutive n (16 B) in each of 4 rows m: C is M x N x 2
+        // bytes, <= 1/16 of the weight's bytes at decode sizes; a staging pass does not pay.
+        const int n = p0 + cw * WG_M + warp * 16 + lane / 4;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int m = q0 + 8 * j + 2 * (lane % 4) + e;
+            if (m >= p.M) continue;
+            T* crow = p.C + static_cast<size_t>(m) * p.ldc;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int nn = n + 8 * h;
+              if (nn >= p.N) continue;
+              float v = p.alpha * acc[4 * j + 2 * h + e];
+              if (p.beta != 0.f) v += p.beta * hopper::Cvt<T>::load(crow[nn]);
+              crow[nn] = hopper::Cvt<T>::one(v);
+            }
+          }
+        }
+      } else if (tma_store) {
+        // s13's epilogue: 64 x 64 boxes staged in SW128 shared memory, written by TMA stores.
+        const bool issuer = t == 0;
+        const uint32_t buf0 = hopper::smem_u32(sC + cw * C_BUFS * C_CHUNK);
+#pragma unroll
+        for (int q = 0; q < BN / C_BOX; ++q) {
+          const uint32_t buf = buf0 + (q % C_BUFS) * C_CHUNK * 2;
+          if (issuer) hopper::bulk_wait_read<C_BUFS - 1>();
+          hopper::named_bar_sync(1 + cw, 128);
+#pragma unroll
+          for (int jj = 0; jj < C_BOX / 8; ++jj) {
+            const int j = q * (C_BOX / 8) + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = warp * 16 + lane / 4 + 8 * h;
+              const uint32_t off = r * 128 + ((jj ^ (r % 8)) * 16) + 4 * (lane % 4);
+              hopper::st_shared_u32(buf + off, hopper::Cvt<T>::bits(p.alpha * acc[4 * j + 2 * h],
+                                                                    p.alpha * acc[4 * j + 2 * h + 1]));
+            }
+          }
+          hopper::fence_proxy_async_smem();
+          hopper::named_bar_sync(1 + cw, 128);
+          if (issuer) {
+            hopper::tma_store_2d(&tmap_c, sC + cw * C_BUFS * C_CHUNK + (q % C_BUFS) * C_CHUNK,
+                                 q0 + q * C_BOX, p0 + cw * WG_M);
+            hopper::bulk_commit();
+          }
+        }
+      } else {
+        hopper::store_acc<T, BN>(acc, p, p0 + cw * WG_M + warp * 16 + lane / 4,
+                                 q0 + 2 * (lane % 4), vec2_ok);
+      }
+    }
+    if (!SWAP && tma_store && t == 0) hopper::bulk_wait_all<0>();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host: the plan (orientation, tile width, schedule), the workspace, the launch.
+
+struct Plan {
+  bool swap;
+  int bn;
+  int ks;  // 64-wide k boxes per k-step
+  int grid;
+  Schedule s;
+};
+
+inline int sm_count(int dev) {
+  static int sms[64] = {};
+  if (dev < 0 || dev >= 64) return 0;
+  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms[dev] = 0;
+  return sms[dev];
+}
+
+inline int swap_bn(int M) { return M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256; }
+
+// The heuristic. force_*: -1 / 0 = decide here (for measuring other choices, see launch_with).
+//   tiles >= SMs: data-parallel (s13) if the last wave is full enough (DP_MIN_EFF), else hybrid:
+//     all but two waves data-parallel, the rest (1-2 tiles per SM) stream-K over every SM;
+//   tiles >= DP_MIN_FILL x SMs: data-parallel, one tile per CTA;
+//   fewer: S splits of each tile's k-steps, S = round(target / tiles) with target = SMs / 2
+//     swapped (memory-bound: half the SMs stream the weight) or all SMs not swapped, S >= 2,
+//     tiles x S <= SMs, >= MIN_ITERS k-steps per split. Split-K when S divides the k-steps,
+//     else the same ranges cross tile boundaries (stream-K over tiles x S CTAs); if no S fits,
+//     stream-K over all SMs.
+template <typename T>
+Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int force_sk = -1,
+               int force_grid = 0) {
+  Plan pl;
+  pl.swap = force_swap >= 0 ? force_swap != 0 : p.M <= SWAP_MAX_M;
+  pl.bn = pl.swap ? swap_bn(p.M) : 256;
+  pl.ks = ksub_for(pl.swap, pl.bn);
+  Schedule& s = pl.s;
+  s.tiles_p = gemm::cdiv(pl.swap ? p.N : p.M, BM);
+  s.tiles_q = gemm::cdiv(pl.swap ? p.M : p.N, pl.bn);
+  s.KT = gemm::cdiv(p.K, BK * pl.ks);
+  const int tiles = s.tiles_p * s.tiles_q;
+  int grid = min(tiles, sms), sk = 0;
+  if (force_sk >= 0) {
+    sk = min(force_sk, tiles);
+    grid = force_grid > 0 ? min(force_grid, sms) : sms;
+  } else if (tiles >= sms) {
+    const int waves = gemm::cdiv(tiles, sms);
+    if (tiles < DP_MIN_EFF * waves * sms) sk = tiles - (waves - 2) * sms;  // hybrid
+  } else if (tiles < DP_MIN_FILL * sms) {
+    const float target = pl.swap ? SPLIT_FILL_SWAP * sms : sms;
+    const int S = min(max(2, static_cast<int>(target / tiles + 0.5f)), min(sms / tiles, s.KT / MIN_ITERS));
+    const int g = S >= 2 ? tiles * S : min(sms, s.KT * tiles / MIN_ITERS);
+    if (g > tiles) {
+      sk = tiles;
+      grid = g;
+    }
+  }
+  // A shared range shorter than one k-step would leave a CTA idle: at most sk_iters CTAs.
+  s.sk_tiles = sk;
+  s.sk_iters = sk * s.KT;
+  if (sk > 0) grid = min(grid, s.sk_iters);
+  pl.grid = max(grid, 1);
+  return pl;
+}
+
+inline const char* plan_kind(const Plan& pl) {
+  const int tiles = pl.s.tiles_p * pl.s.tiles_q;
+  if (pl.s.sk_tiles == 0) return "data-parallel";
+  if (pl.s.sk_tiles < tiles) return "hybrid";
+  if (pl.grid % tiles == 0 && pl.s.KT % (pl.grid / tiles) == 0) return "split-k";
+  return "stream-k";
+}
+
+// Workspace: partial slots [SMs][CONSUMERS][64 x 256] fp32 (128 KiB per SM; a launch uses
+// grid <= SMs slots of 64 x BN) after flags [SMs][CONSUMERS] int, one buffer per device,
+// allocated at its bound on first use and zeroed once; the kernel leaves every flag at 0.
+struct Workspace {
+  float* partials = nullptr;
+  int* flags = nullptr;
+};
+inline size_t flag_bytes(int sms) { return (static_cast<size_t>(sms) * CONSUMERS * sizeof(int) + 255) / 256 * 256; }
+inline size_t workspace_bytes(int sms) {
+  return flag_bytes(sms) + static_cast<size_t>(sms) * CONSUMERS * WG_M * MAX_BN * sizeof(float);
+}
+
+inline cudaError_t workspace(int dev, int sms, cudaStream_t stream, Workspace* out) {
+  static std::mutex mu;
+  static void* bufs[64] = {};
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!bufs[dev]) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(stream, &cap);
+    if (e != cudaSuccess) return e;
+    if (cap != cudaStreamCaptureStatusNone) return cudaErrorStreamCaptureUnsupported;
+    void* b = nullptr;
+    if ((e = cudaMalloc(&b, workspace_bytes(sms))) != cudaSuccess) return e;
+    if ((e = cudaMemset(b, 0, flag_bytes(sms))) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess) {
+      cudaFree(b);
+      return e;
+    }
+    bufs[dev] = b;
+  }
+  out->flags = static_cast<int*>(bufs[dev]);
+  out->partials = reinterpret_cast<float*>(static_cast<char*>(bufs[dev]) + flag_bytes(sms));
+  return cudaSuccess;
+}
+
+template <typename T, bool SWAP, int BN, int KS = ksub_for(SWAP, BN)>
+cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, cudaStream_t stream) {
+  using S = Cfg<SWAP, BN, KS>;
+  CUtensorMap tp, tq;
+  cudaError_t e = SWAP ? hopper::make_tmap_kmajor(&tp, p.B, p.N, p.K, p.ldb, BM)    // W: [N][K]
+                       : hopper::make_tmap_kmajor(&tp, p.A, p.M, p.K, p.lda, BM);   // x: [M][K]
+  if (e != cudaSuccess) return e;
+  e = SWAP ? hopper::make_tmap_kmajor(&tq, p.A, p.M, p.K, p.lda, BN)
+           : hopper::make_tmap_kmajor(&tq, p.B, p.N, p.K, p.ldb, BN);
+  if (e != cudaSuccess) return e;
+  const int tma_store = !SWAP && p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 &&
+                        (p.M == 1 || p.ldc % 8 == 0);
+  CUtensorMap tc = {};
+  if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
+    return e;
+  e = cudaFuncSetAttribute(kernel<T, SWAP, BN, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
+  kernel<T, SWAP, BN, KS><<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials,
+                                                                    ws.flags, tma_store, vec2_ok);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_plan(const gemm::Problem<T>& p, const Plan& pl, cudaStream_t stream) {
+  Workspace ws;
+  if (pl.s.sk_tiles > 0) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if ((e = workspace(dev, sm_count(dev), stream, &ws)) != cudaSuccess) return e;
+  }
+  if (!pl.swap) return run<T, false, 256>(p, pl, ws, stream);
+  switch (pl.bn) {
+    case 16: return run<T, true, 16>(p, pl, ws, stream);
+    case 32: return run<T, true, 32>(p, pl, ws, stream);
+    case 64: return run<T, true, 64>(p, pl, ws, stream);
+    case 128: return run<T, true, 128>(p, pl, ws, stream);
+    default: return run<T, true, 256>(p, pl, ws, stream);
+  }
+}
+
+inline int current_sms() {
+  int dev = 0;
+  return cudaGetDevice(&dev) == cudaSuccess ? sm_count(dev) : 0;
+}
+
+template <typename T>
+cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
+  const int sms = current_sms();
+  if (!sms) return cudaErrorInvalidDevice;
+  return launch_plan(p, make_plan(p, sms), stream);
+}
+
+// For measuring other decompositions than the heuristic's: swap 0/1, sk_tiles (0 = data-
+// parallel, >= tiles = all tiles stream-K), grid (0 = all SMs); -1 = the heuristic's choice.
+template <typename T>
+cudaError_t launch_with_t(const gemm::Problem<T>& p, cudaStream_t stream, int swap, int sk_tiles, int grid) {
+  const int sms = current_sms();
+  if (!sms) return cudaErrorInvalidDevice;
+  return launch_plan(p, make_plan(p, sms, swap, sk_tiles, grid), stream);
+}
+
+// What launch() does with p on the current device, e.g. "split-k, swap-AB, 128x16 tiles,
+// 32 tiles x 64 k-steps, 128 CTAs" (for reports; the string lives until the next call).
+template <typename T>
+const char* decomposition_t(const gemm::Problem<T>& p) {
+  thread_local char buf[160];
+  const int sms = current_sms();
+  if (!sms) return "unknown (no CUDA device)";
+  const Plan pl = make_plan(p, sms);
+  snprintf(buf, sizeof buf, "%s, %s, 128x%d tiles, %d tiles x %d k-steps, %d stream-k tiles, %d CTAs",
+           plan_kind(pl), pl.swap ? "swap-AB" : "A-B", pl.bn, pl.s.tiles_p * pl.s.tiles_q, pl.s.KT,
+           pl.s.sk_tiles, pl.grid);
+  return buf;
+}
+
+template <typename T>
+const char* unsupported_t(const gemm::Problem<T>& p) {
+  return hopper::tma_operand_problem(p.A, p.M, p.lda, p.B, p.N, p.ldb);
+}
+
+const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
+const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }
+cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t s) { return launch_t(p, s); }
+cudaError_t launch(const gemm::Problem<__nv_bfloat16>& p, cudaStream_t s) { return launch_t(p, s); }
+const char* decomposition(const gemm::Problem<__half>& p) { return decomposition_t(p); }
+const char* decomposition(const gemm::Problem<__nv_bfloat16>& p) { return decomposition_t(p); }
+cudaError_t launch_with(const gemm::Problem<__half>& p, cudaStream_t s, int swap, int sk, int grid) {
+  return launch_with_t(p, s, swap, sk, grid);
+}
+cudaError_t launch_with(const gemm::Problem<__nv_bfloat16>& p, cudaStream_t s, int swap, int sk, int grid) {
+  return launch_with_t(p, s, swap, sk, grid);
+}
+
+}  // namespace s14_stream_k
