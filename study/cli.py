@@ -164,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--families", nargs="+", choices=[*FAMILIES, "cublas"], help="measure only these families")
     r.add_argument("--stages", nargs="+", help="measure only these stages (s04, 4, vectorized, s04_vectorized)")
     r.add_argument("--precisions", nargs="+", choices=list(PRECISIONS), help="measure only these precisions")
-    r.add_argument("--shapes", nargs="+", help="measure only these shapes: squares, layers, N (square) or MxNxK")
+    r.add_argument("--shapes", nargs="+", help="measure only these shapes: squares, layers, decode (M = 1-2048 x the layer weights), N (square) or MxNxK")
     r.add_argument("--no-ncu", action="store_true", help="no Nsight Compute; modelled roofline traffic")
     r.add_argument("--ncu", action="store_true", help="with --quick: profile with Nsight Compute all the same")
     r.add_argument("--redraw", action="store_true", help="only redraw tables and figures from reports/data/")

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from . import decode  # noqa: E402
 from .plan import PROFILE_SIZE, RAGGED_MULTIPLE, is_ragged  # noqa: E402
 from .registry import PRECISIONS  # noqa: E402
 from .results import Data, checked_not_timed, figures_dir, status_label  # noqa: E402
@@ -206,7 +207,8 @@ def figure_names(data: Data) -> dict:
     precs = [p for p in PRECISIONS if p in set(data.results["dtype"])]
     return {"ladder": [f"ladder_{p}_{n}.png" for p in precs for n in TABLE_SIZES],
             "size": [f"size_{p}.png" for p in precs],
-            "roofline": ["roofline_fp32.png", "roofline_tensor.png"], "error": ["error_vs_k.png"]}
+            "roofline": ["roofline_fp32.png", "roofline_tensor.png"], "error": ["error_vs_k.png"],
+            "decode": [f"decode_{p}.png" for p in decode.precisions(data)]}
 
 
 def draw(data: Data, root: Path) -> list:
@@ -225,4 +227,7 @@ def draw(data: Data, root: Path) -> list:
              "Tensor-core roofline")
     error_vs_k(res, fig_dir / "error_vs_k.png")
     out += [fig_dir / "roofline_fp32.png", fig_dir / "roofline_tensor.png", fig_dir / "error_vs_k.png"]
+    for p in decode.precisions(data):
+        decode.figure(data, p, fig_dir / f"decode_{p}.png")
+        out.append(fig_dir / f"decode_{p}.png")
     return out

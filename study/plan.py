@@ -13,6 +13,9 @@ from .registry import FAMILIES, PRECISIONS, all_stages, find
 
 SQUARES = (256, 512, 1000, 1024, 2048, 4095, 4096, 8192)      # 1000 and 4095: ragged sizes
 TOKENS = (16, 128, 2048)                                       # M of a transformer layer
+DECODE_TOKENS = (1, 4, 16, 64, 128, 256, 1024, 2048)          # M of the decode sweep
+DECODE_PRECISIONS = ("fp16", "bf16", "fp8")   # where the decode sweep runs (LLM inference dtypes)
+DECODE_LAYOUT = "NT"                          # x @ W.T: the kernels that take nn.Linear's layout
 WEIGHTS = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096))  # (N, K) of nn.Linear
 QUICK_SQUARES = (1024, 4096)                  # --quick: the headline size, a mid size and
 QUICK_LAYERS = ((16, 4096, 4096),)            # one decode-like layer (CUDA-graph timed)
@@ -54,11 +57,29 @@ def _ordered(shapes) -> list:
 def default_shapes(quick: bool = False) -> list:
     if quick:
         return _ordered([Shape(n, n, n) for n in QUICK_SQUARES] + [Shape(*s, "layer") for s in QUICK_LAYERS])
-    return _ordered([Shape(n, n, n) for n in SQUARES] + [Shape(m, n, k, "layer") for m in TOKENS for n, k in WEIGHTS])
+    return _ordered([Shape(n, n, n) for n in SQUARES]
+                    + [Shape(m, n, k, "layer") for m in DECODE_TOKENS for n, k in WEIGHTS])
+
+
+def is_decode_only(shape: Shape) -> bool:
+    """A layer shape of the decode sweep that the other precisions' layer set does not have."""
+    return shape.set == "layer" and shape.M not in TOKENS
+
+
+def group_shapes(precision: str, entries: list, shapes: list, explicit: bool = False) -> dict:
+    """{entry label: [shapes]} for one precision group. By default (explicit False) the decode
+    sweep's extra token counts run only in DECODE_PRECISIONS and only for the kernels that take
+    nn.Linear's layout (NT) and the baselines in it: x @ W.T is that layout, and the NN stages
+    would read a transposed copy of the weight no model keeps. Shapes the user named all run."""
+    out = {}
+    for e in entries:
+        keep = explicit or (precision in DECODE_PRECISIONS and e.layout == DECODE_LAYOUT)
+        out[e.label] = [s for s in shapes if keep or not is_decode_only(s)]
+    return out
 
 
 def parse_shapes(specs) -> list:
-    """"squares", "layers", "4096" (a square) or "MxNxK"; comma or space separated. ValueError
+    """"squares", "layers", "decode", "4096" (a square) or "MxNxK"; comma or space separated. ValueError
     naming the first spec that is none of these (sizes are integers >= 1)."""
     out = []
     for spec in (x for s in specs for x in str(s).split(",") if x.strip()):
@@ -67,6 +88,8 @@ def parse_shapes(specs) -> list:
             out += [Shape(n, n, n) for n in SQUARES]
         elif spec == "layers":
             out += [Shape(m, n, k, "layer") for m in TOKENS for n, k in WEIGHTS]
+        elif spec == "decode":
+            out += [Shape(m, n, k, "layer") for m in DECODE_TOKENS for n, k in WEIGHTS]
         else:
             try:
                 dims = [int(x) for x in spec.split("x")]
@@ -75,9 +98,9 @@ def parse_shapes(specs) -> list:
             if len(dims) == 1:
                 dims *= 3
             if len(dims) != 3 or min(dims) < 1:
-                raise ValueError(f"{spec!r} is not a shape: squares, layers, N or MxNxK (sizes >= 1)")
+                raise ValueError(f"{spec!r} is not a shape: squares, layers, decode, N or MxNxK (sizes >= 1)")
             m, n, k = dims
-            layer = any((n, k) == w for w in WEIGHTS) and m in TOKENS
+            layer = any((n, k) == w for w in WEIGHTS) and m in DECODE_TOKENS
             out.append(Shape(m, n, k, "layer" if layer else "square"))
     if not out:
         raise ValueError(f"no shape given in {list(specs)!r}")

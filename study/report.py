@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import decode
 from .figures import draw, figure_names
 from .plan import RAGGED_MULTIPLE, SQUARES, is_ragged
 from .registry import IN_CHECKOUT, PRECISIONS, ROOT
@@ -106,6 +107,12 @@ def readme(datas: list, root: Path = REPORTS) -> str:
             if len(rag):
                 out.append(f"\nRagged sizes (hollow markers above) against their aligned neighbours, TFLOP/s "
                            f"(how much more time per FLOP the ragged size takes). {finding}\n\n" + markdown(rag))
+        for prec in decode.precisions(data):
+            out.append(f"\n### {prec} decode sweep (x @ W.T, M tokens against nn.Linear weights, NT)\n\n"
+                       "Each kernel's compulsory bytes (A and W read once, C written once) over its time, "
+                       "as a share of the copy bandwidth measured in this run; per shape the fastest stage "
+                       "of each family:\n\n" + markdown(decode.wins_table(data, prec))
+                       + f"\n\n![{prec} decode](figures/{data.gpu}/decode_{prec}.png)\n")
         f = findings_table(data)
         if len(f):
             out.append("\n### Findings (not stages)\n\n" + markdown(f))

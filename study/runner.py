@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .measure import (NOT_RUNNABLE, Settings, context_alive, make_call, measure_shape, predict_skips, result_row,
                       short_error)
-from .plan import Entry, Shape
+from .plan import Entry, Shape, group_shapes
 from .registry import PACKAGE_PARENT, ROOT
 
 
@@ -63,9 +63,13 @@ def run_child(spec: dict) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     flush = L2Flush()
     done = []
+    in_scope = group_shapes(precision, entries, shapes, spec.get("explicit_shapes", False))
     for i, shape in enumerate(shapes):
+        here = [(e, c) for e, c in calls if shape in in_scope[e.label]]
+        if not here:
+            continue
         try:
-            done += measure_shape(calls, shape, precision, flush, settings, skip, emit)
+            done += measure_shape(here, shape, precision, flush, settings, skip, emit)
         except Exception as exc:  # outside any one kernel (inputs, reference, memory): lose the shape only
             if not context_alive():
                 raise
@@ -119,11 +123,13 @@ def _lines(proc, stall_s: float):
 
 
 def run_group(precision: str, entries: list, shapes: list, settings: Settings, on_row=None,
-              log_path: Path | None = None, max_restarts: int = 4, stall_s: float = 180.0) -> GroupResult:
+              log_path: Path | None = None, max_restarts: int = 4, stall_s: float = 180.0,
+              explicit_shapes: bool = False) -> GroupResult:
     """Measure one precision group in child processes; a kernel that crashes the child (or hangs:
     no event for stall_s) is dropped and the child restarted at the shape where it happened.
     on_row(row, window): each row as it arrives, with (t0, t1) in time.time() of its shape's
-    timed rounds, or None for a row that was not timed."""
+    timed rounds, or None for a row that was not timed. explicit_shapes: the user named the
+    shapes, so every kernel runs at every one (else plan.group_shapes decides)."""
     res = GroupResult(precision)
     t0 = time.perf_counter()
     skip: dict = {}
@@ -133,7 +139,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
             break
         spec = {"precision": precision, "entries": [asdict(e) for e in entries],
                 "shapes": [asdict(s) for s in remaining], "settings": asdict(settings),
-                "skip": [[asdict(e), why] for e, why in skip.items()]}
+                "skip": [[asdict(e), why] for e, why in skip.items()], "explicit_shapes": explicit_shapes}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec, f)
         env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""),

@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import autotune, build, ceilings, device, environment, profile, report, resources, results, runner, tables
 from .measure import Settings
-from .plan import PROFILE_SIZE, Shape, select
+from .plan import PROFILE_SIZE, Shape, group_shapes, select
 from .registry import find
 from .roofline import annotate
 
@@ -110,10 +110,12 @@ def _build(groups: dict):
     return built, future
 
 
-def _measure(groups, shapes, settings, clock, logs, phases) -> dict:
+def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = False) -> dict:
     """Every precision group in its child processes; rows get the SM clock and board power
-    sampled over their shape's timed rounds."""
-    bar = _progress(sum(len(es) * len(shapes) for es in groups.values()), "measuring")
+    sampled over their shape's timed rounds. explicit: the user named the shapes (every kernel
+    at every one; else plan.group_shapes keeps the decode sweep to its kernels)."""
+    scope = {p: group_shapes(p, es, shapes, explicit) for p, es in groups.items()}
+    bar = _progress(sum(len(v) for sc in scope.values() for v in sc.values()), "measuring")
     got = {"rows": [], "resources": [], "autotune": [], "crashes": []}
 
     def on_row(r, window=None):
@@ -121,7 +123,8 @@ def _measure(groups, shapes, settings, clock, logs, phases) -> dict:
         bar.update(1)
     for prec, entries in groups.items():
         bar.set_description(f"measuring {prec}")
-        g = runner.run_group(prec, entries, shapes, settings, on_row=on_row, log_path=logs / f"bench_{prec}.log")
+        g = runner.run_group(prec, entries, shapes, settings, on_row=on_row, log_path=logs / f"bench_{prec}.log",
+                             explicit_shapes=explicit)
         for key in got:
             got[key] += getattr(g, key)
         phases[f"measure {prec}"] = g.seconds
@@ -211,7 +214,8 @@ def run(opts: Options) -> int:
     phases["ceilings"] = time.perf_counter() - t
     say("ceilings: " + ", ".join(f"{r.name} {r.value:.1f} {r.unit}" for r in ceil.itertuples()
                                  if r.source == "measured"))
-    got = _measure(groups, shapes, Settings.quick() if opts.quick else Settings(), clock, logs, phases)
+    got = _measure(groups, shapes, Settings.quick() if opts.quick else Settings(), clock, logs, phases,
+                   explicit=bool(opts.shapes))
     res = pd.DataFrame(got["rows"])
     if res.empty:
         say("no measurement came back (see the bench logs); nothing written")
