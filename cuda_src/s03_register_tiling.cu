@@ -13,6 +13,7 @@
 // Pair:   triton_kernels/s03_register_tiling.py
 // Log:    docs/stages/s03_register_tiling.md
 #include "common/gemm.cuh"
+#include "common/simt_grid.cuh"
 
 namespace s03_register_tiling {
 
@@ -89,10 +90,7 @@ __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
   }
 }
 
-const char* unsupported(const gemm::Problem<float>& p) {
-  if (gemm::cdiv(p.M, BM) > 65535) return "M must be <= 8388480: grid.y holds M/128 blocks (limit 65535)";
-  return nullptr;
-}
+const char* unsupported(const gemm::Problem<float>& p) { return simt::unsupported_grid_y<BM>(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
   const dim3 grid(gemm::cdiv(p.N, BN), gemm::cdiv(p.M, BM));

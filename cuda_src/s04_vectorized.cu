@@ -14,7 +14,9 @@
 // Log:    docs/stages/s04_vectorized.md
 #include "common/gemm.cuh"
 #include "common/simt_epilogue.cuh"
+#include "common/simt_grid.cuh"
 #include "common/simt_ldg.cuh"
+#include "common/simt_microtile.cuh"
 
 namespace s04_vectorized {
 
@@ -52,21 +54,13 @@ __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
     simt::sts_b<BK, BN, NT>(Bs, rb, tid);
     __syncthreads();  // the tile is complete before anyone reads it
 
+    // 4 LDS.128 feed 64 FFMA per k (s03: 16 scalar LDS): rows ty*4 + {0, BM/2} of the
+    // transposed As, columns tx*4 + {0, BN/2} of Bs (common/simt_microtile.cuh).
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      // 4 LDS.128 feed 64 FFMA (s03: 16 scalar LDS).
-      const float* as = As + k * AS_LD + ty * 4;
-      const float* bs = Bs + k * BN + tx * 4;
-      const float4 a0 = *reinterpret_cast<const float4*>(as);
-      const float4 a1 = *reinterpret_cast<const float4*>(as + BM / 2);
-      const float4 b0 = *reinterpret_cast<const float4*>(bs);
-      const float4 b1 = *reinterpret_cast<const float4*>(bs + BN / 2);
-      const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      const float b[TN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      float a[TM], b[TN];
+      simt::load_fragments<BM / 2, BN / 2>(a, b, As + k * AS_LD + ty * 4, Bs + k * BN + tx * 4);
+      simt::outer_product(acc, a, b);
     }
     __syncthreads();  // everyone is done reading before the next slice overwrites the tile
   }
@@ -75,16 +69,11 @@ __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
   simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
 }
 
-const char* unsupported(const gemm::Problem<float>& p) {
-  if (gemm::cdiv(p.M, BM) > 65535) return "M must be <= 8388480: grid.y holds M/128 blocks (limit 65535)";
-  return nullptr;
-}
+// s03's grid of BM x BN tiles; the float4 instantiation where every operand allows it.
+const char* unsupported(const gemm::Problem<float>& p) { return simt::unsupported_grid_y<BM>(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
-  const dim3 grid(gemm::cdiv(p.N, BN), gemm::cdiv(p.M, BM));
-  if (simt::float4_ok(p)) kernel<true><<<grid, NT, 0, stream>>>(p);
-  else                    kernel<false><<<grid, NT, 0, stream>>>(p);
-  return cudaGetLastError();
+  return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<true>, kernel<false>);
 }
 
 }  // namespace s04_vectorized

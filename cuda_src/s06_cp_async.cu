@@ -17,6 +17,8 @@
 #include "common/gemm.cuh"
 #include "common/simt_cp_async.cuh"
 #include "common/simt_epilogue.cuh"
+#include "common/simt_grid.cuh"
+#include "common/simt_microtile.cuh"
 
 namespace s06_cp_async {
 
@@ -72,19 +74,10 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
     const float* as_base = As[kt % STAGES] + ty * 4;
     const float* bs_base = Bs[kt % STAGES] + tx * 4;
 #pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      const float* as = as_base + k * AS_LD;
-      const float* bs = bs_base + k * BN;
-      const float4 a0 = *reinterpret_cast<const float4*>(as);
-      const float4 a1 = *reinterpret_cast<const float4*>(as + BM / 2);
-      const float4 b0 = *reinterpret_cast<const float4*>(bs);
-      const float4 b1 = *reinterpret_cast<const float4*>(bs + BN / 2);
-      const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      const float b[TN] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    for (int k = 0; k < BK; ++k) {  // s04's k step (common/simt_microtile.cuh)
+      float a[TM], b[TN];
+      simt::load_fragments<BM / 2, BN / 2>(a, b, as_base + k * AS_LD, bs_base + k * BN);
+      simt::outer_product(acc, a, b);
     }
   }
   gemm::cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
@@ -93,16 +86,11 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
   simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
 }
 
-const char* unsupported(const gemm::Problem<float>& p) {
-  if (gemm::cdiv(p.M, BM) > 65535) return "M must be <= 8388480: grid.y holds M/128 blocks (limit 65535)";
-  return nullptr;
-}
+// s03's grid of BM x BN tiles; the float4 instantiation where every operand allows it.
+const char* unsupported(const gemm::Problem<float>& p) { return simt::unsupported_grid_y<BM>(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
-  const dim3 grid(gemm::cdiv(p.N, BN), gemm::cdiv(p.M, BM));
-  if (simt::float4_ok(p)) kernel<true><<<grid, NT, 0, stream>>>(p);
-  else                    kernel<false><<<grid, NT, 0, stream>>>(p);
-  return cudaGetLastError();
+  return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<true>, kernel<false>);
 }
 
 }  // namespace s06_cp_async

@@ -18,8 +18,10 @@
 #include <cstdint>
 #include "common/gemm.cuh"
 #include "common/cp_async.cuh"
+#include "common/ldmatrix.cuh"
 #include "common/block_order.cuh"
 #include "common/tc_epilogue.cuh"
+#include "common/tc_tiling.cuh"
 
 namespace s09_tf32_wmma {
 
@@ -43,8 +45,7 @@ static_assert(FragA::num_elements == 4 && FragB::num_elements == 4, "tf32 fragme
 // HMMA.1688 takes as its A operand, so no moves are needed either.
 __device__ __forceinline__ void ldsm_x4(float (&x)[4], const float* p) {
   uint32_t r[4];
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)));
+  gemm::ldmatrix_x4(r, gemm::smem_u32(p));  // common/ldmatrix.cuh
 #pragma unroll
   for (int e = 0; e < 4; ++e) x[e] = __uint_as_float(r[e]);
 }
@@ -70,33 +71,30 @@ __device__ __forceinline__ void mma_tf32(FragC& c, const FragA& a, const FragB& 
         : "r"(ua[0]), "r"(ua[1]), "r"(ua[2]), "r"(ua[3]), "r"(ub[2 * h]), "r"(ub[2 * h + 1]));
 }
 
-// Tile configuration. The default is the one launch() uses; other instantiations exist only so
-// a tuning script can compare shapes without editing this file.
+// Tile configuration: the block / warp grid of common/tc_tiling.cuh (BM, BN, BK, WARPS_M,
+// WARPS_N, STAGES, GROUP_M, THREADS, WM, WN) plus this stage's fragments and padded staging.
+// The default is the one launch() uses; other instantiations exist only so a tuning script can
+// compare shapes without editing this file.
 template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_>
-struct Config {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_;               // block tile of C / K step
-  static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;     // warp grid in the block
-  static constexpr int STAGES = STAGES_;                           // cp.async pipeline depth
-  static constexpr int GROUP_M = GROUP_M_;                         // tile rows per L2 group
-  static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
-  static constexpr int FM = WM / 16, FN = WN / 16;                 // 16x16 accumulators per warp
-  static constexpr int KSTEPS = BK / 8;                            // k8 steps per K tile
-  static constexpr int LDS = BK + 4;                               // padded shared row (floats)
-  static constexpr int CPR = BK / 4;                               // 16-byte chunks per tile row
-  static constexpr int ROWSTEP = THREADS / CPR;                    // rows one pass of copies covers
-  static constexpr int STAGE_FLOATS = (BM + BN) * LDS;             // As [BM][LDS] + Bs [BN][LDS]
-  static constexpr int PIPE_BYTES = STAGES * STAGE_FLOATS * 4;
-  static constexpr int EPI_BYTES = WARPS_M * WARPS_N * 16 * (WN + 4) * 4;  // per-warp slabs
+struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_> {
+  using G = gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_>;
+  static constexpr int FM = G::WM / 16, FN = G::WN / 16;           // 16x16 accumulators per warp
+  static constexpr int KSTEPS = G::BK / 8;                         // k8 steps per K tile
+  static constexpr int LDS = G::BK + 4;                            // padded shared row (floats)
+  static constexpr int CPR = G::BK / 4;                            // 16-byte chunks per tile row
+  static constexpr int ROWSTEP = G::THREADS / CPR;                 // rows one pass of copies covers
+  static constexpr int STAGE_FLOATS = (G::BM + G::BN) * LDS;       // As [BM][LDS] + Bs [BN][LDS]
+  static constexpr int PIPE_BYTES = G::STAGES * STAGE_FLOATS * 4;
+  static constexpr int EPI_BYTES = G::WARPS_M * G::WARPS_N * 16 * (G::WN + 4) * 4;  // per-warp slabs
   static constexpr int SMEM_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
 
-  static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0,
+  static_assert(G::BM % (16 * G::WARPS_M) == 0 && G::BN % (16 * G::WARPS_N) == 0,
                 "each warp tile must be whole 16x16 WMMA fragments");
-  static_assert(BK % 16 == 0, "a K tile must be an even number of 8-deep steps (2 fragment buffers)");
+  static_assert(G::BK % 16 == 0, "a K tile must be an even number of 8-deep steps (2 fragment buffers)");
   static_assert(LDS % 32 == 4, "rows 4 banks apart: the 8 rows of an ldmatrix quarter hit 8 bank quads");
-  static_assert(THREADS % CPR == 0 && BM % ROWSTEP == 0 && BN % ROWSTEP == 0,
+  static_assert(G::THREADS % CPR == 0 && G::BM % ROWSTEP == 0 && G::BN % ROWSTEP == 0,
                 "every thread must issue the same number of 16-byte copies per tile");
-  static_assert(STAGES >= 3, "copies into tile kt-1's slot overlap the wait for tile kt+1");
+  static_assert(G::STAGES >= 3, "copies into tile kt-1's slot overlap the wait for tile kt+1");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is at most 227 KiB on H100");
 };
 
@@ -223,13 +221,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) kernel(const gemm::Problem<fl
 
 template <class Cfg>
 cudaError_t launch_cfg(const gemm::Problem<float>& p, cudaStream_t stream) {
-  const auto k = kernel<Cfg>;
-  // Over 48 KiB of dynamic shared memory needs an explicit opt-in.
-  cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
-  if (err != cudaSuccess) return err;
-  const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);  // 1-D: grouped order
-  k<<<blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
-  return cudaGetLastError();
+  return gemm::launch_tiles<Cfg>(kernel<Cfg>, p, stream);  // 1-D grid in grouped order
 }
 
 // The 4-stage 128x256x32 ring (216 KiB) fits only sm_90-class GPUs (227 KiB per block); on

@@ -19,6 +19,7 @@
 #include "common/cp_async.cuh"
 #include "common/block_order.cuh"
 #include "common/tc_epilogue.cuh"
+#include "common/tc_tiling.cuh"
 
 namespace s10_half_wmma {
 
@@ -48,31 +49,27 @@ __device__ __forceinline__ void load_shared(
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(gemm::smem_u32(p)), "r"(ldm));
 }
 
-// Tile configuration. The default is the one launch() uses; other instantiations exist only so
-// a tuning script can compare shapes without editing this file.
+// Tile configuration: s09's block / warp grid (common/tc_tiling.cuh) plus this stage's 16-bit
+// fragments and padded staging. The default is the one launch() uses; other instantiations
+// exist only so a tuning script can compare shapes without editing this file.
 template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_>
-struct Config {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_;               // block tile of C / K step
-  static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;     // warp grid in the block
-  static constexpr int STAGES = STAGES_;                           // cp.async pipeline depth
-  static constexpr int GROUP_M = GROUP_M_;                         // tile rows per L2 group
-  static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
-  static constexpr int FM = WM / 16, FN = WN / 16;                 // 16x16 accumulators per warp
-  static constexpr int LDA = BK + 8, LDB = BN + 8;                 // padded shared rows (elements)
-  static constexpr int A_CPR = BK / 8, B_CPR = BN / 8;             // 16-byte chunks per tile row
-  static constexpr int STAGE_ELEMS = BM * LDA + BK * LDB;          // As [BM][LDA] + Bs [BK][LDB]
-  static constexpr int PIPE_BYTES = STAGES * STAGE_ELEMS * 2;
-  static constexpr int EPI_BYTES = WARPS_M * WARPS_N * 16 * (WN + 4) * 4;  // per-warp fp32 slabs
+struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_> {
+  using G = gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_>;
+  static constexpr int FM = G::WM / 16, FN = G::WN / 16;           // 16x16 accumulators per warp
+  static constexpr int LDA = G::BK + 8, LDB = G::BN + 8;           // padded shared rows (elements)
+  static constexpr int A_CPR = G::BK / 8, B_CPR = G::BN / 8;       // 16-byte chunks per tile row
+  static constexpr int STAGE_ELEMS = G::BM * LDA + G::BK * LDB;    // As [BM][LDA] + Bs [BK][LDB]
+  static constexpr int PIPE_BYTES = G::STAGES * STAGE_ELEMS * 2;
+  static constexpr int EPI_BYTES = G::WARPS_M * G::WARPS_N * 16 * (G::WN + 4) * 4;  // per-warp fp32 slabs
   static constexpr int SMEM_BYTES = PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES;
 
-  static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0,
+  static_assert(G::BM % (16 * G::WARPS_M) == 0 && G::BN % (16 * G::WARPS_N) == 0,
                 "each warp tile must be whole 16x16 WMMA fragments");
-  static_assert(BK % 16 == 0, "the K step must be whole 16x16x16 fragments");
+  static_assert(G::BK % 16 == 0, "the K step must be whole 16x16x16 fragments");
   static_assert(LDA % 8 == 0 && LDB % 8 == 0, "WMMA leading dimensions must be multiples of 16 bytes");
-  static_assert((BM * A_CPR) % THREADS == 0 && (BK * B_CPR) % THREADS == 0,
+  static_assert((G::BM * A_CPR) % G::THREADS == 0 && (G::BK * B_CPR) % G::THREADS == 0,
                 "every thread must issue the same number of 16-byte copies per tile");
-  static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+  static_assert(G::STAGES >= 2, "a pipeline needs at least two stages");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is at most 227 KiB on H100");
 };
 
@@ -171,13 +168,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) kernel(const gemm::Problem<T> p)
 
 template <typename T, class Cfg>
 cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
-  const auto k = kernel<T, Cfg>;
-  // Over 48 KiB of dynamic shared memory needs an explicit opt-in.
-  cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
-  if (err != cudaSuccess) return err;
-  const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);  // 1-D: grouped order
-  k<<<blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p);
-  return cudaGetLastError();
+  return gemm::launch_tiles<Cfg>(kernel<T, Cfg>, p, stream);  // 1-D grid in grouped order
 }
 
 const char* unsupported(const gemm::Problem<__half>& p) { return gemm::unsupported_16byte_rows(p); }

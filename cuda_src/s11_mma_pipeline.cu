@@ -18,21 +18,19 @@
 #include <type_traits>
 #include "common/gemm.cuh"
 #include "common/cp_async.cuh"
+#include "common/ldmatrix.cuh"
 #include "common/block_order.cuh"
 #include "common/tc_epilogue.cuh"
+#include "common/tc_tiling.cuh"
 
 namespace s11_mma_pipeline {
 
-// --- PTX wrappers (only this stage uses mma.sync / ldmatrix) ------------------------------
+// --- PTX wrappers (only this stage uses mma.sync.m16n8k16 and ldmatrix.trans; the plain
+// ldmatrix_x4, shared with s09, is in common/ldmatrix.cuh) ---------------------------------
 
-// Four 8x8 b16 matrices; lanes 8i..8i+7 give the 8 row addresses of matrix i, and register i
-// of every lane receives its 2 elements of matrix i (row lane/4, columns 2*(lane%4) + 0..1).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-// The same, each matrix transposed on the way: rows given are K rows of a row-major B, and a
-// lane receives 2 consecutive-K elements of one column, which is mma's B fragment layout.
+// gemm::ldmatrix_x4 with each matrix transposed on the way: rows given are K rows of a
+// row-major B, and a lane receives 2 consecutive-K elements of one column, which is mma's B
+// fragment layout.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
@@ -55,13 +53,6 @@ template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// cp.async with a 32-bit shared-state address (common/cp_async.cuh takes a generic pointer and
-// converts it per call; here the swizzled destination is already a shared offset).
-__device__ __forceinline__ void cp_async_16_u32(uint32_t smem_dst, const void* gmem_src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(smem_dst), "l"(gmem_src), "r"(src_bytes));
 }
 
 // Two adjacent outputs as one 32-bit store (and load, only when beta != 0).
@@ -92,43 +83,40 @@ __device__ __forceinline__ int swizzle(int r, int c) {
   else return c ^ (r & 7);
 }
 
-// Tile configuration. The default is the one launch() uses; other instantiations exist only so
-// a tuning script can compare shapes without editing this file.
+// Tile configuration: s09's block / warp grid (common/tc_tiling.cuh) plus this stage's
+// occupancy, fragment buffering, epilogue and swizzled staging constants. The default is the
+// one launch() uses; other instantiations exist only so a tuning script can compare shapes
+// without editing this file.
 template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_, int MIN_BLOCKS_,
           int FRAG_BUFS_ = 2, bool SMEM_EPI_ = false>
-struct Config {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_;               // block tile of C / K step
-  static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;     // warp grid in the block
-  static constexpr int STAGES = STAGES_;                           // cp.async pipeline depth
-  static constexpr int GROUP_M = GROUP_M_;                         // tile rows per L2 group
+struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_> {
+  using G = gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_>;
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_;                   // resident blocks per SM asked for
   static constexpr int FRAG_BUFS = FRAG_BUFS_;                     // ldmatrix fragment buffers
   static constexpr bool SMEM_EPI = SMEM_EPI_;                      // stage C through shared memory
-  static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
-  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;       // warp tile of C
-  static constexpr int MT = WM / 16, NT = WN / 8;                  // m16n8 accumulators per warp
-  static constexpr int KS = BK / 16;                               // k16 MMA steps per K tile
-  static constexpr int A_CPR = BK / 8, B_CPR = BN / 8;             // 16-byte chunks per tile row
-  static constexpr int A_ELEMS = BM * BK, B_ELEMS = BK * BN;       // As [BM][BK], Bs [BK][BN]
-  static constexpr int A_COPIES = A_ELEMS / 8 / THREADS, B_COPIES = B_ELEMS / 8 / THREADS;
+  static constexpr int MT = G::WM / 16, NT = G::WN / 8;            // m16n8 accumulators per warp
+  static constexpr int KS = G::BK / 16;                            // k16 MMA steps per K tile
+  static constexpr int A_CPR = G::BK / 8, B_CPR = G::BN / 8;       // 16-byte chunks per tile row
+  static constexpr int A_ELEMS = G::BM * G::BK, B_ELEMS = G::BK * G::BN;  // As [BM][BK], Bs [BK][BN]
+  static constexpr int A_COPIES = A_ELEMS / 8 / G::THREADS, B_COPIES = B_ELEMS / 8 / G::THREADS;
   static constexpr int STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
-  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
+  static constexpr int SMEM_BYTES = G::STAGES * STAGE_BYTES;
 
-  static_assert(WM % 16 == 0 && WN % 16 == 0, "a warp tile is whole m16 rows and n16 column pairs");
-  static_assert(BM == WM * WARPS_M && BN == WN * WARPS_N, "warps must tile the block exactly");
-  static_assert(BK % 32 == 0, "the K step must be an even number of k16 MMAs, so the double-"
-                              "buffered fragments alternate at the same indices in every tile");
+  static_assert(G::WM % 16 == 0 && G::WN % 16 == 0, "a warp tile is whole m16 rows and n16 column pairs");
+  static_assert(G::BM == G::WM * G::WARPS_M && G::BN == G::WN * G::WARPS_N, "warps must tile the block exactly");
+  static_assert(G::BK % 32 == 0, "the K step must be an even number of k16 MMAs, so the double-"
+                                 "buffered fragments alternate at the same indices in every tile");
   static_assert(FRAG_BUFS == 1 || FRAG_BUFS == 2, "fragments single- or double-buffered");
   static_assert(A_CPR == 4 || A_CPR % 8 == 0, "A rows of 4 or a multiple of 8 chunks (swizzle)");
-  static_assert(A_COPIES * 8 * THREADS == A_ELEMS && B_COPIES * 8 * THREADS == B_ELEMS,
+  static_assert(A_COPIES * 8 * G::THREADS == A_ELEMS && B_COPIES * 8 * G::THREADS == B_ELEMS,
                 "every thread must issue the same number of 16-byte copies per tile");
-  static_assert(THREADS % A_CPR == 0 && THREADS % B_CPR == 0,
+  static_assert(G::THREADS % A_CPR == 0 && G::THREADS % B_CPR == 0,
                 "a thread's copies must all sit at one chunk column of their rows");
-  static_assert((THREADS / A_CPR) % 8 == 0 && (THREADS / B_CPR) % 8 == 0,
+  static_assert((G::THREADS / A_CPR) % 8 == 0 && (G::THREADS / B_CPR) % 8 == 0,
                 "a thread's copies must be a multiple of 8 rows apart (one swizzle term for all)");
-  static_assert(STAGES >= 3, "wait_group<STAGES-2> with the refill after the barrier needs 3+ stages");
+  static_assert(G::STAGES >= 3, "wait_group<STAGES-2> with the refill after the barrier needs 3+ stages");
   static_assert(SMEM_BYTES * MIN_BLOCKS <= 227 * 1024, "shared memory per SM is at most 227 KiB on H100");
-  static_assert(!SMEM_EPI || (WN == 64 && BM * BN * 2 <= SMEM_BYTES),
+  static_assert(!SMEM_EPI || (G::WN == 64 && G::BM * G::BN * 2 <= SMEM_BYTES),
                 "the staged epilogue swizzles 8-chunk (64-column) warp rows and puts all warp tiles in the ring");
 };
 
@@ -193,12 +181,12 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
 #pragma unroll
     for (int i = 0; i < Cfg::A_COPIES; ++i, a_k += a_rstep) {
       const bool ok = (a_rows_ok >> i) & 1;
-      cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16, ok ? a_k : p.A, ok ? 16 : 0);
+      gemm::cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16, ok ? a_k : p.A, ok ? 16 : 0);
     }
     const T* b_k = p.B + b_goff + k0 * p.ldb;
 #pragma unroll
     for (int i = 0; i < Cfg::B_COPIES; ++i, b_k += b_rstep)
-      cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16, b_k, b_nbytes);
+      gemm::cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16, b_k, b_nbytes);
   };
   auto load_stage = [&](int s, int kt) {
     const uint32_t stage = gemm::smem_u32(smem) + s * Cfg::STAGE_BYTES;
@@ -211,13 +199,13 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
 #pragma unroll
       for (int i = 0; i < Cfg::A_COPIES; ++i) {
         const int bytes = (a_rows_ok >> i) & 1 ? a_kbytes : 0;
-        cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16,
+        gemm::cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16,
                         bytes ? p.A + a_goff + k0 + i * a_rstep : p.A, bytes);
       }
 #pragma unroll
       for (int i = 0; i < Cfg::B_COPIES; ++i) {
         const int bytes = b_r0 + i * B_RSTEP < kleft ? b_nbytes : 0;
-        cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16,
+        gemm::cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16,
                         bytes ? p.B + b_goff + k0 * p.ldb + i * b_rstep : p.B, bytes);
       }
     }
@@ -257,7 +245,7 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
   uint32_t af[FB][MT][4], bf[FB][NT / 2][4];
   auto load_frags = [&](int buf, uint32_t stage, int ks) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(af[buf][mt], stage + a_off[ks] + mt * 16 * A_CPR * 16);
+    for (int mt = 0; mt < MT; ++mt) gemm::ldmatrix_x4(af[buf][mt], stage + a_off[ks] + mt * 16 * A_CPR * 16);
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np)
       ldmatrix_x4_trans(bf[buf][np], stage + b_off[np] + ks * 16 * B_CPR * 16);
@@ -412,15 +400,9 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
 
 template <typename T, class Cfg>
 cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
-  const auto k = kernel<T, Cfg>;
-  // Over 48 KiB of dynamic shared memory needs an explicit opt-in.
-  cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
-  if (err != cudaSuccess) return err;
   const bool pair_store = p.ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(p.C) & 3) == 0;
   const bool vec_store = p.ldc % 8 == 0 && (reinterpret_cast<uintptr_t>(p.C) & 15) == 0;
-  const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);  // 1-D: grouped order
-  k<<<blocks, Cfg::THREADS, Cfg::SMEM_BYTES, stream>>>(p, pair_store, vec_store);
-  return cudaGetLastError();
+  return gemm::launch_tiles<Cfg>(kernel<T, Cfg>, p, stream, pair_store, vec_store);  // 1-D, grouped order
 }
 
 // The 144 KiB tile ring fits the sm_80 and sm_90 classes (163 / 227 KiB per block) but not

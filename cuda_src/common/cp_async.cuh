@@ -15,14 +15,20 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte copy with zero fill: reads src_bytes (0..16) bytes from gmem_src and writes zeros to
-// the rest of the 16 destination bytes. src_bytes == 0 reads nothing (the address must still be
-// a valid pointer: pass the tensor base), which is how tiles past M, N or K become zeros
-// without a branch. Both addresses must be 16-byte aligned. .cg: cache in L2 only, since each
-// tile is read once per block from global memory and then re-read from shared memory.
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) {
+// 16-byte copy with zero fill to the shared-state address smem_dst (smem_u32 of a shared
+// pointer): reads src_bytes (0..16) bytes from gmem_src and writes zeros to the rest of the 16
+// destination bytes. src_bytes == 0 reads nothing (the address must still be a valid pointer:
+// pass the tensor base), which is how tiles past M, N or K become zeros without a branch. Both
+// addresses must be 16-byte aligned. .cg: cache in L2 only, since each tile is read once per
+// block from global memory and then re-read from shared memory.
+__device__ __forceinline__ void cp_async_16_u32(uint32_t smem_dst, const void* gmem_src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(smem_u32(smem_dst)), "l"(gmem_src), "r"(src_bytes));
+               :: "r"(smem_dst), "l"(gmem_src), "r"(src_bytes));
+}
+// The same from a generic pointer to shared memory (s06-s10); s11 computes swizzled
+// destinations as shared offsets and calls cp_async_16_u32 directly.
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) {
+  cp_async_16_u32(smem_u32(smem_dst), gmem_src, src_bytes);
 }
 
 // 4-byte copy with zero fill (src_bytes 0 or 4); .ca because 4-byte copies may not use .cg.

@@ -24,6 +24,7 @@
 #include "common/simt_cp_async.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_ldg.cuh"
+#include "common/simt_microtile.cuh"
 
 namespace simt {
 
@@ -54,18 +55,6 @@ struct WarpTiledConfig {
   static_assert(MIN_BLOCKS * NT * 64 <= 65536, "MIN_BLOCKS blocks must fit the register file at >= 64 regs/thread");
 };
 
-// One k step's fragments of a lane: TM/4 float4 of A (groups 16 rows apart, from the transposed
-// As row) and TN/4 float4 of B (32 columns apart).
-template <int TM, int TN>
-__device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], const float* as, const float* bs) {
-#pragma unroll
-  for (int g = 0; g < TM / 4; ++g)
-    *reinterpret_cast<float4*>(a + 4 * g) = *reinterpret_cast<const float4*>(as + 16 * g);
-#pragma unroll
-  for (int g = 0; g < TN / 4; ++g)
-    *reinterpret_cast<float4*>(b + 4 * g) = *reinterpret_cast<const float4*>(bs + 32 * g);
-}
-
 template <class Cfg, bool kVec>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(gemm::Problem<float> p) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
@@ -84,6 +73,9 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
   const int lm = lane / Cfg::LANES_N, ln = lane % Cfg::LANES_N;
   const int a_col = wm * Cfg::WM + lm * 4;  // this thread's first row of A, as a column of As
   const int b_col = wn * Cfg::WN + ln * 4;  // this thread's first column of B
+  // A k step's fragments of a lane (common/simt_microtile.cuh): TM/4 float4 of A, groups 16 rows
+  // apart, and TN/4 float4 of B, groups 32 columns apart.
+  constexpr int A_GS = 4 * Cfg::LANES_M, B_GS = 4 * Cfg::LANES_N;
 
   // --- operand staging: ring of STAGES x (As [BK][BM+4] transposed, Bs [BK][BN]) -----------
   extern __shared__ float4 smem4[];
@@ -106,7 +98,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
 
   // Both loops below: at slice kt, refill a ring slot with slice kt + STAGES - 1 (none past the
   // last slice; the commit still closes a group, so wait<STAGES-2> keeps meaning "the next
-  // slice has landed"), and one k step's outer product of fragments.
+  // slice has landed").
   auto refill = [&](int slot, int kt) {
     const int next = kt + STAGES - 1;
     if (next < KT) {
@@ -114,12 +106,6 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
       tiles.advance(p.ldb);
     }
     gemm::cp_async_commit();
-  };
-  auto outer_product = [&](const float (&a)[TM], const float (&b)[TN]) {
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
   };
 
   if constexpr (Cfg::PREFETCH) {
@@ -133,7 +119,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     __syncthreads();                    // ... and everyone's
     float a[2][TM], b[2][TN];  // fragments of steps k (buffer k % 2) and k + 1
     int read = 0, write = STAGES - 1;
-    load_fragments(a[0], b[0], As + a_col, Bs + b_col);
+    load_fragments<A_GS, B_GS>(a[0], b[0], As + a_col, Bs + b_col);
     for (int kt = 0; kt < KT; ++kt) {
       refill(write, kt);
       const int nread = read + 1 == STAGES ? 0 : read + 1;
@@ -145,11 +131,12 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
           gemm::cp_async_wait<STAGES - 2>();  // slice kt+1 has landed ...
           __syncthreads();                    // ... for everyone, and slice kt is fully read
           // k = 0 of slice kt+1 (after the last slice: a stale slot, read and never used)
-          load_fragments(a[0], b[0], As + nread * Cfg::SMEM_A + a_col, Bs + nread * Cfg::SMEM_B + b_col);
+          load_fragments<A_GS, B_GS>(a[0], b[0], As + nread * Cfg::SMEM_A + a_col,
+                                     Bs + nread * Cfg::SMEM_B + b_col);
         } else {
-          load_fragments(a[(k + 1) % 2], b[(k + 1) % 2], as + (k + 1) * AS_LD, bs + (k + 1) * BN);
+          load_fragments<A_GS, B_GS>(a[(k + 1) % 2], b[(k + 1) % 2], as + (k + 1) * AS_LD, bs + (k + 1) * BN);
         }
-        outer_product(a[k % 2], b[k % 2]);
+        outer_product(acc, a[k % 2], b[k % 2]);
       }
       read = nread;
       write = write + 1 == STAGES ? 0 : write + 1;
@@ -169,12 +156,12 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
 
     const float* as = As + read * Cfg::SMEM_A + a_col;
     const float* bs = Bs + read * Cfg::SMEM_B + b_col;
+    // TM/4 + TN/4 LDS.128 (one wavefront each) feed TM*TN FFMA: 4 per 64 for 8x8.
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      // TM/4 + TN/4 LDS.128 (one wavefront each) feed TM*TN FFMA: 4 per 64 for 8x8.
       float a[TM], b[TN];
-      load_fragments(a, b, as + k * AS_LD, bs + k * BN);
-      outer_product(a, b);
+      load_fragments<A_GS, B_GS>(a, b, as + k * AS_LD, bs + k * BN);
+      outer_product(acc, a, b);
     }
     read = read + 1 == STAGES ? 0 : read + 1;
     write = write + 1 == STAGES ? 0 : write + 1;
