@@ -222,3 +222,58 @@ def vector_width(a, b, c):
     whole = all(x % vec == 0 for x in (a.stride(0), b.stride(0), c.stride(0), K, N))
     return vec if aligned and whole else 1
 
+
+# --- stream-K helpers of s14_stream_k ---------------------------------------------------------
+# Program p of P owns iterations [p*T//P, (p+1)*T//P) of T = tiles * k_steps; a piece of a tile is
+# stored at workspace slot 2p (p's first segment) or 2p+1 (its last).
+
+
+@triton.jit
+def stream_k_owner(i, T, P):
+    """The program whose share [p*T//P, (p+1)*T//P) holds iteration i (P <= T: none is empty)."""
+    return ((i + 1) * P - 1) // T
+
+
+@triton.jit
+def stream_k_piece(ws_ptr, offs, q, q_last, t0, T, P, BLOCK_N: tl.constexpr,
+                   BLOCK_T: tl.constexpr):
+    """Program q's partial of the tile starting at iteration t0 (zeros if q > q_last)."""
+    slot = 2 * q + ((q * T) // P < t0).to(tl.int32)   # 0: q's first segment, 1: its last
+    # .cg: read from L2, where the other SMs' partials are (never a stale L1 line)
+    return tl.load(ws_ptr + slot * (BLOCK_N * BLOCK_T) + offs, mask=q <= q_last, other=0.0,
+                   cache_modifier=".cg")
+
+
+@triton.jit
+def stream_k_fixup(tile, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps, tiles_t,
+                   BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, C_VEC: tl.constexpr,
+                   BETA_ZERO: tl.constexpr, FIX_BATCH: tl.constexpr):
+    """Finish a tile shared by programs q_first..q_last (s14_stream_k; C^T tiles [BLOCK_N weight
+    rows, BLOCK_T tokens]): sum its pieces in program order, so the bits never depend on which
+    program arrived last, then the epilogue. Runs in the last program to arrive at the tile."""
+    t0 = tile * k_steps
+    q_first = stream_k_owner(t0, T, P)
+    q_last = stream_k_owner(t0 + k_steps - 1, T, P)
+    offs = tl.arange(0, BLOCK_N)[:, None] * BLOCK_T + tl.arange(0, BLOCK_T)[None, :]
+    acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
+    for q in range(q_first, q_last + 1, FIX_BATCH):
+        # FIX_BATCH (1, 2 or 4) independent loads in flight, then added in q order (a
+        # zero-filled missing piece adds exactly nothing): one SM reads every piece of the
+        # tile, so it should not wait out an L2 round trip per piece
+        p0 = stream_k_piece(ws_ptr, offs, q, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+        if FIX_BATCH >= 2:
+            p1 = stream_k_piece(ws_ptr, offs, q + 1, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+        if FIX_BATCH == 4:
+            p2 = stream_k_piece(ws_ptr, offs, q + 2, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+            p3 = stream_k_piece(ws_ptr, offs, q + 3, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+        acc += p0
+        if FIX_BATCH >= 2:
+            acc += p1
+        if FIX_BATCH == 4:
+            acc += p2
+            acc += p3
+    tile_n = tile // tiles_t
+    tile_t = tile - tile_n * tiles_t
+    store_c_tile(c_ptr, tl.trans(acc), tile_t * BLOCK_T, tile_n * BLOCK_N, M, N, ldc, alpha, beta,
+                 BLOCK_T, BLOCK_N, C_VEC, BETA_ZERO)
+    tl.store(cnt_ptr + tile, 0)   # every contributor has arrived: reset for the next launch

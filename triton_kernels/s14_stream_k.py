@@ -1,0 +1,244 @@
+"""s14_stream_k: stream-K / split-K division of the K loop, swap AB for decode shapes
+
+Change: vs s13, the unit of work is one K step of one TMA tile: P persistent programs take an
+        equal contiguous share each of all (tile, K step) iterations (stream-K; split-K when shares
+        fall on tile boundaries), and a tile shared by several programs is summed in a fixup.
+        C^T = W @ x^T (swap AB): weight rows fill the 64-row wgmma side, tokens the 16-128 side.
+Why:    x @ W.T, M = 1..64 tokens, W [4096, 4096] bf16: 32 MB to stream once at ~3 TB/s; s13's
+        128x256 tiles give 16 programs, 12% of 132 SMs pulling HBM. Here 64 tiles x 16 K steps
+        (BK 256) = 1024 steps / 128 programs: each SM streams 256 KB in 512-byte row runs with
+        4 x 40 KB in flight; pieces cost 2 x 4 KB of fp32 partials per program.
+Expect: ~0.9-1.05x cuBLAS BF16 (NT, CUDA-graph timed) at M <= 64, 4096x4096..14336x4096 weights
+Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA; else ValueError);
+        any M, N, K >= 1 and any ldc. Bitwise deterministic: the last program to reach a shared
+        tile (int32 counter) sums its pieces in program order. Workspace per device, grown and
+        reused: 256 KB of counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at
+        a time. M > 64 with >= 40 s13 tiles and beta == 0 runs s13 itself (data-parallel)
+Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+Pair:   cuda_src/s14_stream_k.cu
+Log:    docs/stages/s14_stream_k.md
+"""
+import functools
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from study.tritonlib import (INTERPRET, c_vector_width, store_c_tile, stream_k_fixup, stream_k_owner,
+                             tma_unsupported)
+
+# Tile configs by token count (H100 sweep, docs/stages/s14_stream_k.md): M <= this -> (weight rows
+# BN, token tile BT, K step BK, stages, warps); smem = stages * (BN + BT) * BK * 2 B + epilogue.
+# Narrow weight tiles with long K steps win at decode sizes: 64 rows x 512 B (BK 256) per TMA
+# box keeps 4 x 40 KB of HBM reads in flight per SM in long contiguous runs (~23 GB/s per SM x
+# ~1 us latency needs >= 25 KB); 128 x 64 boxes (s13's) read 128 B runs: 4-8% slower.
+TILES = [(16, (64, 16, 256, 4, 4)),      # 160 KB
+         (32, (64, 32, 128, 6, 4)),      # 144 KB
+         (64, (64, 64, 128, 6, 4)),      # 192 KB
+         (128, (64, 128, 128, 4, 4)),    # 192 KB
+         (None, (256, 64, 64, 4, 8))]    # 160 KB; more tokens: several 64-token tiles
+COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
+S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call divides its work: `name` is what decomposition() reports."""
+    name: str        # "split-k", "stream-k" or "data-parallel (s13)"
+    block_t: int     # token tile (the N side of wgmma)
+    programs: int    # persistent programs (grid size)
+    stages: int
+    warps: int
+    block_n: int     # weight rows per tile (the M side of wgmma)
+    block_k: int
+
+
+@triton.jit
+def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, beta,
+                        COUNTERS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+                        BLOCK_K: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
+                        THREADS: tl.constexpr, FIX_BATCH: tl.constexpr):
+    # --- tile assignment: an equal share of all (tile, K step) iterations per program --------
+    # Iterations run tile-major: i = tile * k_steps + k step. Program p takes [p*T//P,
+    # (p+1)*T//P): shares differ by at most one step, so no SM idles in a last wave. A share
+    # may start or end inside a tile (stream-K); when T/P is a whole fraction of k_steps every
+    # share is one aligned piece of one tile (split-K). Tiles: weight-row blocks x token blocks.
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    tiles_t = tl.cdiv(M, BLOCK_T)
+    T = tl.cdiv(N, BLOCK_N) * tiles_t * k_steps
+    start = (pid * T) // P
+    end = ((pid + 1) * T) // P
+    cnt_ptr = buf_ptr.to(tl.pointer_type(tl.int32))   # [COUNTERS] int32, one per tile
+    ws_ptr = buf_ptr + COUNTERS                        # [2 * P, BLOCK_N, BLOCK_T] fp32 partials
+
+    # --- operand staging: host-built TMA descriptors, swap AB ------------------------------
+    # w_desc: W [N, K] (B stored as nn.Linear keeps it), boxes [BLOCK_N, BLOCK_K] -> the wgmma
+    # A operand (64-256 rows, m64 per warpgroup step). x_desc: A = x [M, K], boxes [BLOCK_T,
+    # BLOCK_K] -> the wgmma B operand (K-major view, n = BLOCK_T >= 16 tokens). TMA zero-fills
+    # rows past M or N and columns past K; the compiler rings num_stages boxes through smem.
+    acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)   # C^T tile: [weight rows, tokens]
+    fix_first = -1   # the tile this program completes from partials after its loop, or -1
+    fix_last = -1
+
+    # --- loop over K: one flat loop over this program's iterations -------------------------
+    # Flat (not tile loop + K loop) so the compiler's num_stages-deep TMA ring runs straight
+    # across tile boundaries: the next tile's weight is in flight during this tile's epilogue.
+    for i in tl.range(start, end):
+        tile = i // k_steps
+        kk = i - tile * k_steps
+        tile_n = tile // tiles_t
+        tile_t = tile - tile_n * tiles_t
+        w = w_desc.load([tile_n * BLOCK_N, kk * BLOCK_K])   # [BLOCK_N, BLOCK_K]
+        x = x_desc.load([tile_t * BLOCK_T, kk * BLOCK_K])   # [BLOCK_T, BLOCK_K]
+        acc = tl.dot(w, x.T, acc)                           # x.T: K-major smem view
+
+        # --- epilogue: a whole tile goes to C; a piece goes to the workspace ---------------
+        if (kk == k_steps - 1) | (i == end - 1):
+            t0 = tile * k_steps
+            if (start <= t0) & (kk == k_steps - 1):   # this program did every K step
+                store_c_tile(c_ptr, tl.trans(acc), tile_t * BLOCK_T, tile_n * BLOCK_N, M, N, ldc,
+                             alpha, beta, BLOCK_T, BLOCK_N, C_VEC, BETA_ZERO)
+            else:
+                first = start >= t0          # this piece is the program's first segment
+                slot = 2 * pid + (1 - first.to(tl.int32))
+                offs = tl.arange(0, BLOCK_N)[:, None] * BLOCK_T + tl.arange(0, BLOCK_T)[None, :]
+                tl.store(ws_ptr + slot * (BLOCK_N * BLOCK_T) + offs, acc)
+                # Every thread adds 1 with release semantics after its own partial stores (one
+                # thread behind a CTA barrier would do, but a barrier stops the compiler from
+                # pipelining this loop): a tile is complete at contributors * THREADS.
+                arrived = tl.atomic_add(cnt_ptr + tile + tl.zeros([THREADS], tl.int32),
+                                        tl.full([THREADS], 1, tl.int32), sem="acq_rel")
+                contributors = stream_k_owner(t0 + k_steps - 1, T, P) - stream_k_owner(t0, T, P) + 1
+                if tl.max(arrived, 0) == contributors * THREADS - 1:   # last: no one to wait for
+                    if first:
+                        fix_first = tile
+                    else:
+                        fix_last = tile
+            acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
+
+    # fixups after the loop, so the pipelined loop carries no inner loop; at most 2 per program
+    if fix_first >= 0:
+        stream_k_fixup(fix_first, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps,
+                       tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
+    if fix_last >= 0:
+        stream_k_fixup(fix_last, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps,
+                       tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index):
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def plan(M, N, K, num_sms, beta=0.0):
+    """The decomposition of an (M, N, K) problem on num_sms SMs (a pure function of its inputs,
+    so the same shape always runs the same programs and sums partials in the same order)."""
+    bn, bt, bk, stages, warps = next(cfg for m, cfg in TILES if m is None or M <= m)
+    own = divide(M, N, K, num_sms, Plan("", bt, num_sms, stages, warps, bn, bk))
+    tiles = triton.cdiv(N, bn) * triton.cdiv(M, bt)
+    # beta != 0 stays here where it can (s13 failed a beta != 0 check at 2048x4096x4096, see the
+    # log), unless the counters or int32 iteration indices would overflow
+    fits = tiles <= COUNTERS and (tiles * triton.cdiv(K, bk) + 1) * own.programs < 2**31
+    if M > 64 and triton.cdiv(M, 128) * triton.cdiv(N, 256) >= S13_TILES and (beta == 0 or not fits):
+        return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)
+    return own
+
+
+def divide(M, N, K, num_sms, tile):
+    """Programs for a tile config (a Plan whose name and programs are ignored): stream-K over
+    num_sms programs, or split-K where whole tiles cut in equal pieces fill >= 95% of them."""
+    bn, bt, bk = tile.block_n, tile.block_t, tile.block_k
+    tiles = triton.cdiv(N, bn) * triton.cdiv(M, bt)
+    k_steps = triton.cdiv(K, bk)
+    T = tiles * k_steps
+    # a piece costs a bn x bt fp32 write and read: give each program at least as many K steps
+    # as it takes for the tile loads to outweigh that
+    min_iters = max(1, (bn * bt * 4 * 2) // ((bn + bt) * bk * 2))
+    programs = max(1, min(num_sms, T // min_iters))
+    split = programs // tiles
+    if tiles <= programs and k_steps % split == 0 and tiles * split >= 0.95 * programs:
+        programs = tiles * split
+    per = T // programs   # K steps per program when T % programs == 0
+    name = ("stream-k" if T % programs else "data-parallel" if per % k_steps == 0
+            else "split-k" if k_steps % per == 0 else "stream-k")
+    return Plan(name, bt, programs, tile.stages, tile.warps, bn, bk)
+
+
+_workspace = {}   # device -> fp32 buffer: [tile counters (int32 bits) | partials]; grows only
+
+
+def _buffer(device, counters, partials):
+    """The device's workspace with room for `counters` int32 tile counters at its front (zero
+    between launches: every fixup resets its tile's) and `partials` fp32 after them."""
+    ws = _workspace.get(device)
+    if ws is None or ws.numel() < COUNTERS + partials or counters > COUNTERS:
+        assert counters <= COUNTERS, f"{counters} tiles: more than the workspace's {COUNTERS} counters"
+        ws = torch.zeros(COUNTERS + partials, dtype=torch.float32, device=device)
+        _workspace[device] = ws
+    return ws
+
+
+def _sms(a):
+    return 3 if INTERPRET else _num_sms(a.device.index or 0)   # 3: uneven shares in the interpreter
+
+
+def decomposition(a, b, beta=0.0):
+    """How matmul(a, b, c, alpha, beta) divides its work: 'split-k', 'stream-k', 'data-parallel'
+    (every program whole tiles) or 'data-parallel (s13)' (s13's kernel runs the call)."""
+    return plan(a.shape[0], b.shape[1], a.shape[1], _sms(a), beta).name
+
+
+def _s13():
+    """s13's module, under the name study.kernel("triton", "s13") gives it (one autotune cache)."""
+    name = "study_triton_s13_warp_specialized"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(name[13:] + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def _fix_batch(p):
+    """Partials a fixup loads at once: 4, or fewer where a piece takes >= 32 registers a thread."""
+    regs = p.block_n * p.block_t // (32 * p.warps)
+    return 4 if regs <= 16 else 2 if regs <= 32 else 1
+
+
+def launch(a, b, c, alpha, beta, p):
+    """Run plan p (tests and benchmarks may pass a plan of their own)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if p.name == "data-parallel (s13)":
+        return _s13().matmul(a, b, c, alpha=alpha, beta=beta)
+    bt = b.t()   # W: (N, K) with unit stride along K, as nn.Linear stores it
+    tiles = triton.cdiv(N, p.block_n) * triton.cdiv(M, p.block_t)
+    T = tiles * triton.cdiv(K, p.block_k)
+    programs = min(p.programs, T)   # no empty shares: stream_k_owner relies on it
+    assert (T + 1) * programs < 2**31, "iteration indices must fit int32"
+    ws = _buffer(a.device, tiles, 2 * programs * p.block_n * p.block_t)
+    w_desc = TensorDescriptor(bt, [N, K], [bt.stride(0), 1], [p.block_n, p.block_k])
+    x_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [p.block_t, p.block_k])
+    s14_stream_k_kernel[(programs,)](w_desc, x_desc, c, ws, M, N, K, c.stride(0), float(alpha), float(beta),
+                                     COUNTERS=COUNTERS, BLOCK_N=p.block_n, BLOCK_T=p.block_t,
+                                     BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
+                                     THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p),
+                                     num_warps=p.warps, num_stages=p.stages)
+    return c
+
+
+def matmul(a, b, c, alpha=1.0, beta=0.0):
+    """c = alpha * a @ b + beta * c; a (M, K) row-major (tokens), b the (K, N) view of an (N, K)
+    weight."""
+    M, K = a.shape
+    return launch(a, b, c, alpha, beta, plan(M, b.shape[1], K, _sms(a), beta))
+
+
+unsupported = tma_unsupported   # TMA: 16-byte aligned a, b and row strides
