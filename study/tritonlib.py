@@ -1,10 +1,12 @@
-"""Helpers shared by the Triton stages (owned by the Triton stages s03-s09).
+"""Helpers shared by the Triton stages (owned by the Triton stages s03-s11).
 
 - `grouped_tile`: the grouped ("swizzled") program order of s07 onwards, as a @triton.jit helper.
-- `hinted_tile` / `vector_width`: the fp32 tile of s04 (128-bit hinted loads and stores) that
-  s05-s08 reuse: those stages change only knobs around it (s08 also turns on its EVEN path,
-  unmasked loads). `hinted_offsets`: its hinted row starts and bounds, shared with the
-  fp16/bf16 pointer stages s10-s11.
+- `hinted_tile` / `vector_width`: the tile of s04 (128-bit hinted loads and stores) that
+  s05-s08 reuse in fp32 and s10-s11 in fp16/bf16: those stages change only knobs around it
+  (s08 and s11 also turn on its EVEN path, unmasked loads; DOT_PRECISION "ieee" for fp32).
+  `hinted_offsets`: its hinted row starts and bounds. `launch_tile`: the `matmul` of those
+  stages (strides, VEC, BETA_ZERO, one program per C tile). `tile_config`: the autotune
+  configs of the pointer stages s08, s09, s11 (argument order as `tma_config`).
 - `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
   `tma_config` / `tma_unsupported`: their tile configs (host-side TMA box sizes stamped per
   config) and limits.
@@ -131,6 +133,13 @@ def store_c_tile(c_ptr, acc, off_m, off_n, M, N, ldc, alpha, beta,
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
 
 
+def tile_config(bm, bn, bk, stages, warps, group_m=8, pre_hook=None):
+    """An autotune config of a tiled stage: BM x BN tiles of C over BK-deep K steps, GROUP_M tile
+    rows per band of the grouped order (s08, s09, s11; through tma_config s12, s13)."""
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                         num_stages=stages, num_warps=warps, pre_hook=pre_hook)
+
+
 def _set_tma_block_shapes(nargs):
     # The descriptors are built before the autotuner picks a tile: each config stamps its
     # TMA box sizes on them just before launch (host-side descriptors are plain Python data).
@@ -146,9 +155,8 @@ def tma_config(bm, bn, bk, stages, warps, group_m, host_descriptors=True):
     assert bm <= 256 and bn <= 256, "a TMA box is at most 256 rows"
     assert bm % 64 == 0 and bn % 8 == 0, "tile must fit wgmma (M % 64, N % 8)"
     assert stages * (bm + bn) * bk * 2 <= 227 * 1024, "pipeline must fit 227 KiB of smem"
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                         num_stages=stages, num_warps=warps,
-                         pre_hook=_set_tma_block_shapes if host_descriptors else None)
+    return tile_config(bm, bn, bk, stages, warps, group_m,
+                       pre_hook=_set_tma_block_shapes if host_descriptors else None)
 
 
 def tma_unsupported(a, b, c):
@@ -171,21 +179,25 @@ def c_vector_width(c):
 @triton.jit
 def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                VEC: tl.constexpr, BETA_ZERO: tl.constexpr, EVEN: tl.constexpr):
-    """One BLOCK_M x BLOCK_N tile of C = alpha*A@B + beta*C with an fp32 IEEE tl.dot, its loads
-    and stores hinted to 128 bits when VEC == 4 (born in s04_vectorized; s04-s08 differ only in
-    the program order around it and in the launch knobs: num_warps, num_stages, autotuning).
-    EVEN (the tile divides M, N and K; s08 sets it per config with even_tiles): no masks."""
+                VEC: tl.constexpr, BETA_ZERO: tl.constexpr, EVEN: tl.constexpr,
+                DOT_PRECISION: tl.constexpr):
+    """One BLOCK_M x BLOCK_N tile of C = alpha*A@B + beta*C, fp32 accumulate, its loads and
+    stores hinted to 128 bits when VEC > 1 (VEC elements = 16 bytes). Born in s04_vectorized
+    (fp32, DOT_PRECISION="ieee"); s05-s08 differ only in the program order around it and in the
+    launch knobs (num_warps, num_stages, autotuning), s10-s11 feed it fp16/bf16
+    (DOT_PRECISION=None: 16-bit inputs go to the tensor cores as they are).
+    EVEN (the tile divides M, N and K; s08, s11 set it per config with even_tiles): no masks."""
     tl.static_assert(BLOCK_K >= 16, "tl.dot needs a K tile of at least 16")
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
-    tl.static_assert(VEC == 1 or VEC == 4, "VEC is 4 (16-byte aligned rows, K and N) or 1")
+    tl.static_assert(VEC == 1 or VEC * a_ptr.dtype.element_ty.primitive_bitwidth == 128,
+                     "VEC is 16 bytes of elements (16-byte aligned rows, K and N) or 1")
     tl.static_assert(BLOCK_K % VEC == 0 and BLOCK_N % VEC == 0, "tiles must hold whole vectors")
 
-    # --- tile offsets and operand staging: hinted pointer tiles (VEC == 4: 16-byte runs) -----
+    # --- tile offsets and operand staging: hinted pointer tiles (VEC > 1: 16-byte runs) -----
     offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
         pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
-    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]    # [BM, BK], 4-float vectors along K
-    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]    # [BK, BN], 4-float vectors along N
+    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]    # [BM, BK], 16-byte vectors along K
+    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]    # [BK, BN], 16-byte vectors along N
     mask_m = offs_m[:, None] < M
     mask_n = (offs_n < n_lim)[None, :]          # compare in 1-D: the hint on n_lim survives
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -199,18 +211,18 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
             in_k = (k0 + offs_k) < k_lim         # k0 is a multiple of BLOCK_K: still VEC-aligned
             a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="ieee")
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * ldb
 
-    # --- epilogue: 128-bit stores of C too; beta == 0 never reads C ------------------------
+    # --- epilogue: 128-bit stores of C too; alpha/beta in fp32, one rounding to C's dtype
+    # (no-op casts for fp32); beta == 0 never reads C (it may hold NaN) ----------------------
     c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
     mask_c = mask_m & mask_n
     out = alpha * acc
     if not BETA_ZERO:
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0)
-    tl.store(c_ptrs, out, mask=mask_c)
-
+        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
+    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
 
 
 def vector_width(a, b, c):
@@ -221,6 +233,25 @@ def vector_width(a, b, c):
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
     whole = all(x % vec == 0 for x in (a.stride(0), b.stride(0), c.stride(0), K, N))
     return vec if aligned and whole else 1
+
+
+def launch_tile(kernel, a, b, c, alpha, beta, grid=None, num_warps_unaligned=None, **meta):
+    """c = alpha * a @ b + beta * c by a pointer stage (s04-s08, s10, s11): launches
+    kernel(a, b, c, M, N, K, lda, ldb, ldc, alpha, beta, VEC=, BETA_ZERO=, **meta). The default
+    grid is one program per BLOCK_M x BLOCK_N tile of C on a 1-D grid (a function of the
+    config's meta-parameters when the autotuner picks BLOCK_M / BLOCK_N); num_warps_unaligned,
+    if given, replaces num_warps when VEC == 1 (addresses in registers need more of them)."""
+    M, K = a.shape
+    N = b.shape[1]
+    vec = vector_width(a, b, c)
+    if vec == 1 and num_warps_unaligned:
+        meta["num_warps"] = num_warps_unaligned
+    if grid is None:
+        tiles = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]),)
+        grid = tiles(meta) if "BLOCK_M" in meta else tiles
+    kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0), float(alpha), float(beta),
+                 VEC=vec, BETA_ZERO=(beta == 0), **meta)
+    return c
 
 
 # --- stream-K helpers of s14_stream_k ---------------------------------------------------------

@@ -16,7 +16,7 @@ Log:    docs/stages/s05_double_buffer.md
 import triton
 import triton.language as tl
 
-from study.tritonlib import hinted_tile, vector_width
+from study.tritonlib import hinted_tile, launch_tile
 
 BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (no spills)
@@ -37,18 +37,11 @@ def s05_double_buffer_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha,
     pid_n = pid % grid_n
     # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) ----
     hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, False)
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, False, "ieee")
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c on checked fp32 tensors (study validates the arguments)."""
-    M, K = a.shape
-    N = b.shape[1]
-    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
-    vec = vector_width(a, b, c)
-    s05_double_buffer_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                                float(alpha), float(beta), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                                BLOCK_K=BLOCK_K, VEC=vec, BETA_ZERO=(beta == 0),
-                                num_warps=NUM_WARPS if vec > 1 else NUM_WARPS_UNALIGNED,
-                                num_stages=NUM_STAGES)
-    return c
+    return launch_tile(s05_double_buffer_kernel, a, b, c, alpha, beta, BLOCK_M=BLOCK_M,
+                       BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+                       num_warps_unaligned=NUM_WARPS_UNALIGNED)

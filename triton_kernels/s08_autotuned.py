@@ -16,27 +16,24 @@ Log:    docs/stages/s08_autotuned.md
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, even_tiles, grouped_tile, hinted_tile, prune_unaligned, vector_width
+from study.tritonlib import (autotune_do_bench, even_tiles, grouped_tile, hinted_tile, launch_tile,
+                             prune_unaligned, tile_config)
 
 
-def _cfg(bm, bn, bk, warps, stages, group=8):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
-                         num_warps=warps, num_stages=stages)
-
-
-# Candidates (BM, BN, BK, warps, stages): each compiles for sm_90 with no spills (checked ahead
-# of time); accumulators per thread = BM * BN / (32 * warps), smem = (stages - 1) * (BM + BN) * BK * 4 B.
+# Candidates tile_config(BM, BN, BK, stages, warps), GROUP_M = 8: each compiles for sm_90 with
+# no spills (checked ahead of time); accumulators per thread = BM * BN / (32 * warps),
+# smem = (stages - 1) * (BM + BN) * BK * 4 B.
 # What each config measured, and the tiles left out: docs/stages/s08_autotuned.md.
 CONFIGS = [
-    _cfg(256, 64, 32, 8, 3),    # s07's config: 204 regs, 80 KB smem
-    _cfg(256, 64, 32, 8, 4),    # 204 regs, 120 KB
-    _cfg(128, 64, 32, 4, 3),    # s06's config: 210 regs, 2 programs / SM
-    _cfg(64, 128, 32, 4, 4),    # 168 regs, 3 programs / SM; unmasked (EVEN) the best at 4096^3
-                                # and 8192^3
-    _cfg(64, 64, 32, 4, 3),     # 96 regs, 32 acc / thread, 5 programs / SM
-    _cfg(128, 128, 32, 8, 4),   # 188 regs
-    _cfg(128, 128, 32, 16, 3),  # 32 acc / thread, 106 regs, 512 threads
-    _cfg(128, 128, 32, 8, 3),
+    tile_config(256, 64, 32, 3, 8),    # s07's config: 204 regs, 80 KB smem
+    tile_config(256, 64, 32, 4, 8),    # 204 regs, 120 KB
+    tile_config(128, 64, 32, 3, 4),    # s06's config: 210 regs, 2 programs / SM
+    tile_config(64, 128, 32, 4, 4),    # 168 regs, 3 programs / SM; unmasked (EVEN) the best at
+                                       # 4096^3 and 8192^3
+    tile_config(64, 64, 32, 3, 4),     # 96 regs, 32 acc / thread, 5 programs / SM
+    tile_config(128, 128, 32, 4, 8),   # 188 regs
+    tile_config(128, 128, 32, 3, 16),  # 32 acc / thread, 106 regs, 512 threads
+    tile_config(128, 128, 32, 3, 8),
 ]
 
 
@@ -58,16 +55,10 @@ def s08_autotuned_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, bet
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) ----
     hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, EVEN)
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, EVEN, "ieee")
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c on checked fp32 tensors (study validates the arguments)."""
-    M, K = a.shape
-    N = b.shape[1]
-    # the grid depends on the config the autotuner picks: a function of its meta-parameters
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    s08_autotuned_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                               float(alpha), float(beta), VEC=vector_width(a, b, c),
-                               BETA_ZERO=(beta == 0))
-    return c
+    # the autotuner picks BLOCK_M / BLOCK_N: launch_tile's grid is a function of the config
+    return launch_tile(s08_autotuned_kernel, a, b, c, alpha, beta)

@@ -17,24 +17,19 @@ Log:    docs/stages/s09_tf32_wmma.md
 import triton
 import triton.language as tl
 
-from study.tritonlib import autotune_do_bench, autotune_prune, even_tiles, grouped_tile
+from study.tritonlib import autotune_do_bench, autotune_prune, even_tiles, grouped_tile, tile_config
 
 
-def _cfg(bm, bn, bk, warps, stages, group=8):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
-                         num_warps=warps, num_stages=stages)
-
-
-# Candidates (BM, BN, BK, warps, stages, group): smem = stages * (BM + BN) * BK * 4 B <= 227 KB;
-# fp32 accumulators BM * BN / (32 * warps) per thread (wgmma keeps them in registers). From an
-# H100 sweep of 18 configs at 5 shapes (scratch/triton_s9), none spills; what never won and was
-# left out: docs/stages/s09_tf32_wmma.md.
+# Candidates tile_config(BM, BN, BK, stages, warps, GROUP_M = 8): smem = stages * (BM + BN) *
+# BK * 4 B <= 227 KB; fp32 accumulators BM * BN / (32 * warps) per thread (wgmma keeps them in
+# registers). From an H100 sweep of 18 configs at 5 shapes (scratch/triton_s9), none spills;
+# what never won and was left out: docs/stages/s09_tf32_wmma.md.
 CONFIGS = [
-    _cfg(128, 256, 32, 8, 3, 16),  # 144 KB, 185 regs; groups of 16 tile rows: best at 8192^3,
-                                   # ties the next at 4096^3
-    _cfg(128, 256, 32, 8, 4),      # 192 KB; 4096^3 and 2048x11008x4096
-    _cfg(128, 128, 64, 8, 3),      # 192 KB, 130 regs; problems of 16-128 rows
-    _cfg(128, 64, 32, 4, 4),       # 96 KB, 115 regs; small problems (1024^3: ~84% of cuBLAS)
+    tile_config(128, 256, 32, 3, 8, 16),  # 144 KB, 185 regs; groups of 16 tile rows: best at
+                                          # 8192^3, ties the next at 4096^3
+    tile_config(128, 256, 32, 4, 8),      # 192 KB; 4096^3 and 2048x11008x4096
+    tile_config(128, 128, 64, 3, 8),      # 192 KB, 130 regs; problems of 16-128 rows
+    tile_config(128, 64, 32, 4, 4),       # 96 KB, 115 regs; small problems (1024^3: ~84% of cuBLAS)
 ]
 
 

@@ -16,7 +16,7 @@ Log:    docs/stages/s10_half_wmma.md
 import triton
 import triton.language as tl
 
-from study.tritonlib import hinted_offsets, vector_width
+from study.tritonlib import hinted_tile, launch_tile
 
 # One configuration, chosen by rule of thumb for Hopper (not tuned: that is s11's job).
 BLOCK_M = 128    # rows of C per program: two 64-row wgmma tiles for one warpgroup
@@ -37,53 +37,27 @@ assert BLOCK_N % 8 == 0 and BLOCK_N <= 256, "BLOCK_N must be a multiple of 8, at
 def s10_half_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
-    tl.static_assert(VEC == 1 or VEC == 8, "VEC is 8 (16-byte aligned rows, K and N) or 1")
     # --- tile assignment: program (pid_m, pid_n) in row-major order -------------------------
     pid_m = tl.program_id(0)   # axis 0 holds up to 2^31-1 programs: any M
     pid_n = tl.program_id(1)
-    # --- operand staging: pointer tiles, A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] ------
-    # Rows beyond M / columns beyond N are masked to 0: they only feed C elements that are
-    # never stored, so the dot itself needs no per-element test. Triton proves 16-byte copies
-    # only for arguments divisible by 16; VEC = 8 passes on what the wrapper checked (row
-    # starts, K and N multiples of 8 halves), else lda = 1000 would load 2 bytes at a time.
-    offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
-        pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
-    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]
-    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]
-    mask_m = offs_m < M
-    mask_n = offs_n < n_lim
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)   # fp32 accumulator in registers
-
-    # --- loop over K: fp16/bf16 tiles into tl.dot, fp32 accumulate -------------------------
-    for k0 in range(0, K, BLOCK_K):
-        in_k = (k0 + offs_k) < k_lim                      # the last step may be partial
-        a = tl.load(a_ptrs, mask=mask_m[:, None] & in_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n[None, :], other=0.0)
-        acc = tl.dot(a, b, acc)                           # 16-bit inputs: tensor-core MMA
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * ldb
-
-    # --- epilogue: alpha/beta in fp32, one rounding to the output dtype --------------------
-    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-    mask_c = mask_m[:, None] & mask_n[None, :]
-    out = alpha * acc
-    if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
-    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+    # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) on
+    # fp16/bf16 tiles: A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] into tl.dot, which on
+    # 16-bit inputs is a tensor-core MMA (DOT_PRECISION None); fp32 accumulator in registers;
+    # alpha/beta in fp32, one rounding to the output dtype. Rows beyond M / columns beyond N
+    # are masked to 0: they only feed C elements that are never stored, so the dot itself
+    # needs no per-element test. Triton proves 16-byte copies only for arguments divisible by
+    # 16; VEC = 8 passes on what the wrapper checked (row starts, K and N multiples of 8
+    # halves), else lda = 1000 would load 2 bytes at a time.
+    hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, False, None)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them)."""
-    M, K = a.shape
-    N = b.shape[1]
-    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
-    vec = vector_width(a, b, c)
-    s10_half_wmma_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                               float(alpha), float(beta),
-                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, VEC=vec,
-                               BETA_ZERO=(beta == 0), num_warps=NUM_WARPS if vec > 1 else NUM_WARPS_UNALIGNED,
-                               num_stages=NUM_STAGES)
-    return c
+    grid = (triton.cdiv(a.shape[0], BLOCK_M), triton.cdiv(b.shape[1], BLOCK_N))   # 2-D, row-major
+    return launch_tile(s10_half_wmma_kernel, a, b, c, alpha, beta, grid=grid, BLOCK_M=BLOCK_M,
+                       BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+                       num_warps_unaligned=NUM_WARPS_UNALIGNED)
 
 
 def unsupported(a, b, c):

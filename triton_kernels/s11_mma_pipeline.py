@@ -16,27 +16,24 @@ Log:    docs/stages/s11_mma_pipeline.md
 import triton
 import triton.language as tl
 
-from study.tritonlib import (autotune_do_bench, even_tiles, grouped_tile, hinted_offsets, prune_unaligned,
-                             vector_width)
+from study.tritonlib import (autotune_do_bench, even_tiles, grouped_tile, hinted_tile, launch_tile,
+                             prune_unaligned, tile_config)
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
 
-def _config(bm, bn, bk, stages, warps):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
-                         num_stages=stages, num_warps=warps)
-
-
-# Hopper tile shapes (BM, BN, BK, stages, warps); smem = stages * (BM + BN) * BK * 2 B. From an
-# H100 sweep of 13 tiles at 5 shapes (scratch/triton_s9), none spills; configs within a few % of
-# the winner everywhere were left out: the autotuner's 25 ms timing cannot rank them on the H100
-# (an example, and the sweeps: docs/stages/s11_mma_pipeline.md).
+# Hopper tile shapes tile_config(BM, BN, BK, stages, warps, GROUP_M); smem = stages * (BM + BN)
+# * BK * 2 B. From an H100 sweep of 13 tiles at 5 shapes (scratch/triton_s9), none spills;
+# configs within a few % of the winner everywhere were left out: the autotuner's 25 ms timing
+# cannot rank them on the H100 (an example, and the sweeps: docs/stages/s11_mma_pipeline.md).
 CONFIGS = [
-    _config(128, 256, 64, 4, 8),   # 192 KiB; 2 warpgroups of 64x256: 4096^3, 8192^3, 2048x11008x4096
-    _config(128, 128, 64, 5, 8),   # 160 KiB; 2 warpgroups of 64x128: problems of 128 rows
-    _config(128, 128, 64, 4, 4),   # 128 KiB; one warpgroup: mid-size problems
-    _config(128, 64, 64, 4, 4),    # 96 KiB; 4x the programs of 128x256: 1024^3 fp16 (84% of cuBLAS,
-                                   # graph-timed; 128x128 77%) and 16-row problems
+    tile_config(128, 256, 64, 4, 8, GROUP_M),  # 192 KiB; 2 warpgroups of 64x256: 4096^3, 8192^3,
+                                               # 2048x11008x4096
+    tile_config(128, 128, 64, 5, 8, GROUP_M),  # 160 KiB; 2 warpgroups of 64x128: problems of 128 rows
+    tile_config(128, 128, 64, 4, 4, GROUP_M),  # 128 KiB; one warpgroup: mid-size problems
+    tile_config(128, 64, 64, 4, 4, GROUP_M),   # 96 KiB; 4x the programs of 128x256: 1024^3 fp16
+                                               # (84% of cuBLAS, graph-timed; 128x128 77%) and
+                                               # 16-row problems
 ]
 for _c in CONFIGS:
     _bk, _bm, _bn = _c.kwargs["BLOCK_K"], _c.kwargs["BLOCK_M"], _c.kwargs["BLOCK_N"]
@@ -51,7 +48,7 @@ for _c in CONFIGS:
 # the interpreter (no device timer) run configs[0] only.
 # Unaligned calls (VEC == 1: 2-byte loads, addresses in registers) spill 0.7-1 KB with 4 warps
 # or with 128x256 tiles (sm_90, 4095^3); 8 warps on 128x128 / 128x64 tiles do not.
-UNALIGNED_CONFIGS = [CONFIGS[1], _config(128, 64, 64, 4, 8)]
+UNALIGNED_CONFIGS = [CONFIGS[1], tile_config(128, 64, 64, 4, 8, GROUP_M)]
 
 
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K", "VEC"], restore_value=["c_ptr"], do_bench=autotune_do_bench,
@@ -62,56 +59,24 @@ def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, 
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                             GROUP_M: tl.constexpr, VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
                             EVEN: tl.constexpr):
-    tl.static_assert(VEC == 1 or VEC == 8, "VEC is 8 (16-byte aligned rows, K and N) or 1")
     # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows --------------------
     # Consecutive programs (running at the same time) cover a GROUP_M x many block of C:
     # they share A strips within the group and B strips across it, both held in L2.
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
-    # --- operand staging: pointer tiles; num_stages buffers of each in smem (cp.async) -----
-    # The compiler turns these loads into a num_stages-deep ring of async copies: while the
-    # tensor cores consume stage s, stages s+1 .. s+num_stages-1 are in flight. Triton proves
-    # 16-byte copies only for arguments divisible by 16; at lda = 1000 (divisible by 8) it would
-    # fall back to 2-byte copies (23% of cuBLAS at 1000^3). VEC = 8 says what the wrapper
-    # checked: row starts and the K, N limits are multiples of 8 halves (16 bytes).
-    offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
-        pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
-    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]   # A tile [BLOCK_M, BLOCK_K]
-    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]   # B tile [BLOCK_K, BLOCK_N]
-    mask_m = offs_m < M
-    mask_n = offs_n < n_lim
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-
-    # --- loop over K: pipelined loads, fp16/bf16 tl.dot, fp32 accumulate ------------------
-    for k0 in range(0, K, BLOCK_K):
-        if EVEN:   # the tile divides M, N and K: plain copies, no masks
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:      # masked copies (zero-fill past M, N, K); the last K step may be partial
-            in_k = (k0 + offs_k) < k_lim
-            a = tl.load(a_ptrs, mask=mask_m[:, None] & in_k[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n[None, :], other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * ldb
-
-    # --- epilogue: alpha/beta in fp32, one rounding to the output dtype --------------------
-    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-    mask_c = mask_m[:, None] & mask_n[None, :]
-    out = alpha * acc
-    if not BETA_ZERO:   # beta == 0: C is write-only and never loaded (it may hold NaN)
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
-    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+    # --- operand staging, loop over K, epilogue: study.tritonlib.hinted_tile (s04's tile) on
+    # fp16/bf16 tiles, fp32 accumulate, unmasked when EVEN. Its pointer tiles become a
+    # num_stages-deep ring of async copies in smem (cp.async): while the tensor cores consume
+    # stage s, stages s+1 .. s+num_stages-1 are in flight. Triton proves 16-byte copies only
+    # for arguments divisible by 16; at lda = 1000 (divisible by 8) it would fall back to
+    # 2-byte copies (23% of cuBLAS at 1000^3). VEC = 8 says what the wrapper checked: row
+    # starts and the K, N limits are multiples of 8 halves (16 bytes).
+    hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, EVEN, None)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them)."""
-    M, K = a.shape
-    N = b.shape[1]
-
-    def grid(meta):   # one program per C tile, 1-D so the kernel can regroup the order
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-
-    s11_mma_pipeline_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                                  float(alpha), float(beta), VEC=vector_width(a, b, c), BETA_ZERO=(beta == 0))
-    return c
+    # one program per C tile on a 1-D grid (so the kernel can regroup the order), sized by
+    # the config the autotuner picks
+    return launch_tile(s11_mma_pipeline_kernel, a, b, c, alpha, beta)
