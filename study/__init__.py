@@ -4,6 +4,9 @@
     f = study.kernel("cuda", "s06")          # or ("triton", "s06"), ("cublas", "fp32")
     c = f(a, b)                               # C = A @ B
     f(a, b, c, alpha=2.0, beta=0.5)           # C = alpha * A @ B + beta * C, in place
+    a8, sa = study.quantize_fp8(x, "row")     # fp8: e4m3 operands and their fp32 scales
+    study.kernel("cuda", "s15")(a8, w8.t(), scale_a=sa, scale_b=sb)   # bf16 (scale_a A) @ (B scale_b)
+    study.kernel("inductor", "bf16", layout="NT")   # Inductor's autotuned Triton GEMM (baseline)
     study.stages()                            # the pairing table as a pandas DataFrame
     study.bench(fn, [4096], "bf16")           # time your own kernel beside cuBLAS
     study.build_all()                         # compile every CUDA stage now (cached)
@@ -16,7 +19,8 @@ from pathlib import Path
 
 # public name -> the module that defines it
 _EXPORTS = {"Kernel": "kernels", "kernel": "kernels", "check_operands": "operands", "bench": "measure",
-            "Stage": "registry", "all_stages": "registry", "stages": "registry", "build_all": "build"}
+            "Stage": "registry", "all_stages": "registry", "stages": "registry", "build_all": "build",
+            "quantize_fp8": "fp8"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -4,15 +4,20 @@ The stage's `.cu` stays pure CUDA (torch headers cost ~35 s of nvcc each). The b
 includes only pybind11 and common/gemm.cuh, takes raw pointers as integers, and calls the
 stage's `unsupported()` and `launch()` for each precision its header's Dtype names (and
 `num_configs()` / `config_name()` / `launch(p, stream, config)` for an autotuned stage).
+A scaled precision (fp8) gets `gemm::ScaledProblem<OutT>` launchers, OutT the header's output
+type, taking the scale pointers and the per-row / per-column flags after beta.
 """
 from __future__ import annotations
 
 import re
 
-from .registry import Stage
+from .registry import SCALED, Stage
 
-# Element type of each precision in the launcher signature.
-CTYPE = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
+# Element type of each precision in the launcher signature (fp8: of A and B; C is the output's).
+CTYPE = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp8": "__nv_fp8_e4m3"}
+_ARGS = ("std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, int M, int N, int K, "
+         "int lda, int ldb, int ldc, double alpha, double beta")
+_SCALE_ARGS = ", std::uintptr_t scale_a, std::uintptr_t scale_b, int scale_a_per_row, int scale_b_per_col"
 _HAS_CONFIGS = re.compile(r"\bint\s+num_configs\s*\(\s*\)")
 
 
@@ -21,22 +26,39 @@ def has_configs(stage: Stage) -> bool:
     return bool(_HAS_CONFIGS.search(stage.path.read_text()))
 
 
+def problem_type(stage: Stage, prec: str) -> str:
+    """The C++ problem type of one precision: gemm::Problem<T>, or gemm::ScaledProblem<OutT>."""
+    if prec in SCALED:
+        return f"gemm::ScaledProblem<{CTYPE[stage.out]}>"
+    return f"gemm::Problem<{CTYPE[prec]}>"
+
+
+def _make(stage: Stage, prec: str) -> str:
+    """The statement building the problem `p` from the launcher's arguments."""
+    t, ptype = CTYPE[prec], problem_type(stage, prec)
+    out = CTYPE[stage.out] if prec in SCALED else t
+    fields = (f"reinterpret_cast<const {t}*>(a), reinterpret_cast<const {t}*>(b), reinterpret_cast<{out}*>(c), "
+              "M, N, K, lda, ldb, ldc, float(alpha), float(beta)")
+    if prec in SCALED:
+        fields += (", reinterpret_cast<const float*>(scale_a), reinterpret_cast<const float*>(scale_b), "
+                   "scale_a_per_row, scale_b_per_col")
+    return f"{ptype} p{{{fields}}};"
+
+
 def binding_source(stage: Stage) -> str:
     """The generated C++ binding: pybind11 + the stage's declarations, no torch headers."""
     ns = stage.stem
     configs = has_configs(stage)
     decls, funcs, defs = [], [], []
     for prec in stage.precisions:
-        t = CTYPE[prec]
-        if f"gemm::Problem<{t}>&" not in "".join(decls):
-            decls.append(f"const char* unsupported(const gemm::Problem<{t}>& p);")
-            decls.append(f"cudaError_t launch(const gemm::Problem<{t}>& p, cudaStream_t stream);")
+        ptype = problem_type(stage, prec)
+        if f"{ptype}&" not in "".join(decls):
+            decls.append(f"const char* unsupported(const {ptype}& p);")
+            decls.append(f"cudaError_t launch(const {ptype}& p, cudaStream_t stream);")
             if configs:
-                decls.append(f"cudaError_t launch(const gemm::Problem<{t}>& p, cudaStream_t stream, int config);")
-        args = ("std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, int M, int N, int K, "
-                "int lda, int ldb, int ldc, double alpha, double beta")
-        make = (f"gemm::Problem<{t}> p{{reinterpret_cast<const {t}*>(a), reinterpret_cast<const {t}*>(b), "
-                f"reinterpret_cast<{t}*>(c), M, N, K, lda, ldb, ldc, float(alpha), float(beta)}};")
+                decls.append(f"cudaError_t launch(const {ptype}& p, cudaStream_t stream, int config);")
+        args = _ARGS + (_SCALE_ARGS if prec in SCALED else "")
+        make = _make(stage, prec)
         funcs.append(
             f"static std::string check_{prec}({args}) {{\n  {make}\n"
             f"  const char* why = {ns}::unsupported(p);\n  return why ? std::string(why) : std::string();\n}}\n"

@@ -4,7 +4,8 @@
 - fp32_fma_chain: a Triton kernel of dependent FMAs (x = x * a + b), four independent chains per
   element and many elements per thread, over 8 programs per SM: FFMA throughput, no memory.
 - cublas_<p>: the best of cuBLAS at 4096^3 and 8192^3 (NN and NT) for each precision; the
-  tensor-core roofs (no hand-written tensor-core peak kernel here).
+  tensor-core roofs (no hand-written tensor-core peak kernel here). fp8: torch._scaled_mm, NT
+  (its only layout), per-tensor scales, the best of fast accumulation off and on.
 Rows: name, source ("measured" | "datasheet"), precision, value, unit, detail.
 """
 from __future__ import annotations
@@ -78,33 +79,52 @@ def fma_peak(reps: int = 10) -> dict:
             "detail": f"Triton FMA chains, {programs} programs x {FMA_BLOCK} elements x {FMA_CHAINS} chains x {FMA_ITERS} steps"}
 
 
-def cublas_peaks(sizes=(4096, 8192), reps: int = 10) -> list:
+def _cublas_peak(prec: str, sizes, reps: int, flush) -> dict:
+    """The best cuBLAS rate of one precision over sizes^3 and its layouts (fp8: NT per-tensor,
+    fast accumulation off and on)."""
     import torch
 
-    from .harness import L2Flush, Operands, Timer, quantiles
+    from .harness import Operands, Timer, quantiles
     from .measure import make_call
-    from .plan import Entry
+    from .plan import FAST_ACCUM, Entry
+    from .registry import SCALED
+
+    scaled = prec in SCALED
+    variants = [("NT", "baseline"), ("NT", FAST_ACCUM)] if scaled else [("NN", "baseline"), ("NT", "baseline")]
+    best, where = 0.0, ""
+    for n in sizes:
+        ops = Operands(n, n, n, prec, seed=1)
+        for layout, kind in variants:
+            entry = Entry("cublas", "cublas", prec, layout, kind, scaling="tensor" if scaled else "")
+            t = Timer(make_call(entry), ops, layout, flush)
+            t.warm()
+            for _ in range(reps):
+                t.queue()
+            torch.cuda.synchronize()
+            t.collect()
+            ms = quantiles(t.samples)[0]
+            tf = 2.0 * n ** 3 / (ms * 1e9)
+            if tf > best:
+                best, where = tf, f"{n}^3 {layout}" + (" fast accumulation" if kind == FAST_ACCUM else "")
+            t.release()
+        del ops
+    how = "NT per-tensor, fast accumulation off/on" if scaled else "NN/NT"
+    return {"name": f"cublas_{prec}", "precision": prec, "value": best, "unit": "TFLOP/s",
+            "detail": f"best cuBLAS {prec} of {', '.join(f'{n}^3' for n in sizes)} {how}: {where}"}
+
+
+def cublas_peaks(sizes=(4096, 8192), reps: int = 10) -> list:
+    """cublas_<p> for every precision; one that fails (fp8 before sm_89) is recorded as failed."""
+    from .harness import L2Flush
+    from .registry import PRECISIONS
 
     flush, rows = L2Flush(), []
-    for prec in ("fp32", "tf32", "fp16", "bf16"):
-        best, where = 0.0, ""
-        for n in sizes:
-            ops = Operands(n, n, n, prec, seed=1)
-            for layout in ("NN", "NT"):
-                t = Timer(make_call(Entry("cublas", "cublas", prec, layout, "baseline")), ops, layout, flush)
-                t.warm()
-                for _ in range(reps):
-                    t.queue()
-                torch.cuda.synchronize()
-                t.collect()
-                ms = quantiles(t.samples)[0]
-                tf = 2.0 * n ** 3 / (ms * 1e9)
-                if tf > best:
-                    best, where = tf, f"{n}^3 {layout}"
-                t.release()
-            del ops
-        rows.append({"name": f"cublas_{prec}", "precision": prec, "value": best, "unit": "TFLOP/s",
-                     "detail": f"best cuBLAS {prec} of {', '.join(f'{n}^3' for n in sizes)} NN/NT: {where}"})
+    for prec in PRECISIONS:
+        try:
+            rows.append(_cublas_peak(prec, sizes, reps, flush))
+        except Exception as exc:  # the roofline falls back to the datasheet for this precision
+            rows.append({"name": f"cublas_{prec}", "precision": prec, "value": float("nan"), "unit": "",
+                         "detail": f"failed: {type(exc).__name__}: {exc}"[:200]})
     return rows
 
 

@@ -99,7 +99,7 @@ def cmd_bench(args) -> int:
                 raise ValueError(f"cuBLAS is named by a precision, one of {PRECISIONS}; got {args.name!r}")
             if args.precision not in (None, args.name):
                 raise ValueError(f"--precision {args.precision} contradicts cublas {args.name}")
-            prec, layout, name = args.name, args.layout or "NN", args.name
+            prec, layout, name = args.name, args.layout or ("NT" if args.name == "fp8" else "NN"), args.name
         else:
             if args.layout:
                 raise ValueError("--layout is for cublas only; a stage's layout is in its header")
@@ -122,7 +122,8 @@ def cmd_bench(args) -> int:
         fn = kernel(args.family, name, layout=layout if args.family == "cublas" else None)
     except RuntimeError as exc:  # cannot run here (architecture), or a failed build
         return _error("bench", str(exc).strip().splitlines()[0], 1)
-    df = bench(lambda a, b, c: fn(a, b, c), shapes, prec, layout=layout, name=f"{args.family}:{args.name}",
+    df = bench(lambda a, b, c, **scales: fn(a, b, c, **scales), shapes, prec, layout=layout,   # fp8: + scales
+               name=f"{args.family}:{args.name}",
                baseline=args.family != "cublas")
     cols = ["family", "stage", "dtype", "layout", "M", "N", "K", "ms_median", "ms_q1", "ms_q3", "reps", "graph",
             "tflops", "pct_cublas", "rel_err", "status", "reason"]
@@ -161,7 +162,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quick", action="store_true",
                    help="3 shapes, fp32/tf32/fp16 (every stage once), fewer repeats, no ncu, written to "
                         "reports/quick/ (< 2 min on an H100)")
-    r.add_argument("--families", nargs="+", choices=[*FAMILIES, "cublas"], help="measure only these families")
+    r.add_argument("--families", nargs="+", choices=[*FAMILIES, "cublas", "inductor"],
+                   help="measure only these families")
     r.add_argument("--stages", nargs="+", help="measure only these stages (s04, 4, vectorized, s04_vectorized)")
     r.add_argument("--precisions", nargs="+", choices=list(PRECISIONS), help="measure only these precisions")
     r.add_argument("--shapes", nargs="+", help="measure only these shapes: squares, layers, decode (M = 1-2048 x the layer weights), N (square) or MxNxK")

@@ -35,7 +35,9 @@ def roof_rows(data: Data, precision: str) -> pd.DataFrame:
     res = data.results
     weights = set(WEIGHTS)
     df = res[(res["dtype"] == precision) & (res["layout"] == DECODE_LAYOUT) & (res["status"] == "ok")
-             & (res["kind"] != "finding") & res["ms_median"].notna()].copy()
+             & res["kind"].isin(["stage", "baseline"]) & res["ms_median"].notna()].copy()
+    if "scaling" in df and precision == "fp8":   # fp8: per-tensor scales (the common case)
+        df = df[df["scaling"] == "tensor"]
     keep = [(n, k) in weights and m in DECODE_TOKENS for m, n, k in zip(df["M"], df["N"], df["K"])]
     df = df.loc[pd.Series(keep, index=df.index, dtype=bool)]
     bw = ceiling_values(data.ceilings, data.gpu).get("bandwidth")

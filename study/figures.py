@@ -17,14 +17,16 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import decode  # noqa: E402
-from .plan import PROFILE_SIZE, RAGGED_MULTIPLE, is_ragged  # noqa: E402
-from .registry import PRECISIONS  # noqa: E402
+from .plan import FAST_ACCUM, FP8_K_SWEEP_MN, PROFILE_SIZE, RAGGED_MULTIPLE, is_ragged  # noqa: E402
+from .registry import PRECISIONS, SCALED  # noqa: E402
 from .results import Data, checked_not_timed, figures_dir, status_label  # noqa: E402
 from .roofline import ceiling_values, datasheet  # noqa: E402
 from .tables import TABLE_SIZES  # noqa: E402
+from .variants import scaled, scalings, tag  # noqa: E402
 
-FAMILY_COLOR = {"cuda": "#1f77b4", "triton": "#ff7f0e", "cublas": "#222222", "user": "#2ca02c"}
-PREC_MARKER = {"fp32": "o", "tf32": "s", "fp16": "^", "bf16": "v"}
+FAMILY_COLOR = {"cuda": "#1f77b4", "triton": "#ff7f0e", "cublas": "#222222", "inductor": "#2ca02c",
+                "user": "#9467bd"}
+PREC_MARKER = {"fp32": "o", "tf32": "s", "fp16": "^", "bf16": "v", "fp8": "D"}
 
 
 def _save(fig, path: Path):
@@ -42,36 +44,44 @@ def _size_rows(df: pd.DataFrame, n: int) -> pd.DataFrame:
 
 
 def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extra: str = ""):
-    """Bars per stage at n^3: CUDA and Triton side by side; cuBLAS as a horizontal line per layout."""
+    """Bars per stage at n^3: CUDA and Triton side by side; cuBLAS (and Inductor, green) as a
+    horizontal line per layout. fp8: a bar group per stage and scaling, fast accumulation as a
+    hatched half bar beside each (like a finding), a baseline line per scaling."""
     df = _size_rows(results[results["dtype"] == precision], n)
     stages = sorted(df.loc[df["family"].isin(["cuda", "triton"]), "stage"].unique())
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(stages) + 2), 4.2))
+    cats = [(st, sc) for st in stages for sc in scalings(df)]   # (stage, "") but for fp8
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cats) + 2), 4.2))
     width = 0.38
-    x = np.arange(len(stages))
+    x = np.arange(len(cats))
     for j, fam in enumerate(("cuda", "triton")):
-        for i, st in enumerate(stages):
-            for kind, hatch, shift in (("stage", None, 0.0), ("finding", "//", 0.0)):
-                row = df[(df["family"] == fam) & (df["stage"] == st) & (df["kind"] == kind)]
+        for i, (st, sc) in enumerate(cats):
+            for kind, hatch, shift in (("stage", None, 0.0), ("finding", "//", 0.0), (FAST_ACCUM, "..", 0.0)):
+                d = scaled(df, sc)
+                row = d[(d["family"] == fam) & (d["stage"] == st) & (d["kind"] == kind)]
                 if row.empty:
                     continue
                 r = row.iloc[0]
                 xpos = x[i] + (j - 0.5) * width
-                if kind == "finding":
+                if kind != "stage":
                     xpos += width * 0.5
                 if r["status"] == "ok" and math.isfinite(r["tflops"]):
-                    ax.bar(xpos, r["tflops"], width * (0.5 if kind == "finding" else 1.0), color=FAMILY_COLOR[fam],
+                    ax.bar(xpos, r["tflops"], width * (0.5 if kind != "stage" else 1.0), color=FAMILY_COLOR[fam],
                            hatch=hatch, edgecolor="white" if hatch is None else "black", alpha=0.6 if hatch else 1.0,
-                           label=f"{fam} (finding: {r['layout']})" if kind == "finding" else fam)
+                           label=f"{fam} (finding: {r['layout']})" if kind == "finding" else
+                           f"{fam} fast accum" if kind == FAST_ACCUM else fam)
                     ax.text(xpos, r["tflops"], f"{r['tflops']:.0f}", ha="center", va="bottom", fontsize=7)
                 else:
                     ax.text(xpos, 0, status_label(r), ha="center", va="bottom", rotation=90, fontsize=7, color="red")
-    for layout, style in (("NN", "-"), ("NT", "--")):
-        cb = df[(df["family"] == "cublas") & (df["layout"] == layout) & (df["status"] == "ok")]
+    for (fam, name), sc, (layout, style) in [(f, sc, ls) for f in (("cublas", "cuBLAS"), ("inductor", "Inductor"))
+                                            for sc in scalings(df) for ls in (("NN", "-"), ("NT", "--"))]:
+        d = scaled(df, sc)
+        cb = d[(d["family"] == fam) & (d["layout"] == layout) & (d["status"] == "ok") & (d["kind"] == "baseline")]
         if len(cb):
-            ax.axhline(cb["tflops"].iloc[0], color="black", linestyle=style, linewidth=1,
-                       label=f"cuBLAS {precision} {layout}: {cb['tflops'].iloc[0]:.0f}")
+            ax.axhline(cb["tflops"].iloc[0], color="black" if fam == "cublas" else FAMILY_COLOR[fam],
+                       linestyle="-." if sc == "row" else style,
+                       linewidth=1, label=f"{name} {precision} {layout}{tag(sc, 'baseline')}: {cb['tflops'].iloc[0]:.0f}")
     ax.set_xticks(x)
-    ax.set_xticklabels([s.replace("_", "\n", 1) for s in stages], fontsize=8)
+    ax.set_xticklabels([st.replace("_", "\n", 1) + (f"\n({sc})" if sc else "") for st, sc in cats], fontsize=8)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{precision} ladder at {n}^3{title_extra}")
     handles, labels = ax.get_legend_handles_labels()
@@ -86,6 +96,8 @@ def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, 
     meas = ceiling_values(ceilings, "")  # measured only (no datasheet fallback in this dict)
     ds = datasheet(gpu)
     df = _ok(_size_rows(results[results["dtype"].isin(precisions)], n))
+    df = df[df["kind"] != FAST_ACCUM]   # fp8: promoted, per-tensor scales only (one point per kernel)
+    df = df[df["scaling"].fillna("") != "row"] if "scaling" in df else df
     fig, ax = plt.subplots(figsize=(7.5, 5))
     xs = np.logspace(0, 3.7, 200)
     for prec in precisions:
@@ -138,20 +150,30 @@ def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
     layer = df[df["shape_set"] == "layer"]
     cats = sorted({(m, n, k) for m, n, k in zip(layer["M"], layer["N"], layer["K"])}, key=lambda s: (s[1], s[2], s[0]))
     cat_pos = {c: i for i, c in enumerate(cats)}
-    keys = sorted({(f, s, lay, kd) for f, s, lay, kd in zip(df["family"], df["stage"], df["layout"], df["kind"])},
+    scs = df["scaling"].fillna("") if "scaling" in df else pd.Series("", index=df.index)   # fp8: tensor / row
+    keys = sorted(set(zip(df["family"], df["stage"], df["layout"], df["kind"], scs)),
                   key=lambda k: (k[0] != "cublas", k[1], k[0], k[2]))
     palette = plt.get_cmap("tab20").colors
-    stages = sorted({k[1] for k in keys if k[0] != "cublas"})
-    for fam, st, lay, kind in keys:
-        if fam == "cublas":
-            color, style, lw, label = "black", "-" if lay == "NN" else ":", 2.2, f"cuBLAS {lay}"
+    stages = sorted({k[1] for k in keys if k[0] not in ("cublas", "inductor")})
+    for fam, st, lay, kind, sc in keys:
+        if kind == FAST_ACCUM and fam != "cublas":   # the stages' fast accumulation: ladder sizes only, in the ladder
+            continue
+        if fam in ("cublas", "inductor"):
+            color, style, lw = "black" if fam == "cublas" else FAMILY_COLOR[fam], "-" if lay == "NN" else ":", 2.2
+            label = f"{'cuBLAS' if fam == 'cublas' else 'Inductor'} {lay}{tag(sc, kind)}"
+            if kind == FAST_ACCUM or sc == "row":
+                style, lw = ("-." if sc == "row" else ":"), (1.2 if kind == FAST_ACCUM else 2.2)
         else:
             color = palette[(2 * stages.index(st) + (fam == "triton")) % len(palette)]
             style, lw = ("--" if fam == "triton" else "-"), 1.1
-            label = f"{fam} {st[:3]}" + (f" {lay} (finding)" if kind == "finding" else "")
+            label = f"{fam} {st[:3]}" + (f" {lay} (finding)" if kind == "finding" else "") + tag(sc, kind)
             if kind == "finding":
                 color, style = "tab:red", ":"
-        pick = lambda d: d[(d["family"] == fam) & (d["stage"] == st) & (d["layout"] == lay) & (d["kind"] == kind)]  # noqa: E731
+            if kind == FAST_ACCUM or sc == "row":
+                style = ":" if kind == FAST_ACCUM else "-."
+        def pick(d, fam=fam, st=st, lay=lay, kind=kind, sc=sc):
+            d = scaled(d, sc)
+            return d[(d["family"] == fam) & (d["stage"] == st) & (d["layout"] == lay) & (d["kind"] == kind)]
         s = pick(sq).sort_values("M")
         ragged = s["M"].map(is_ragged).astype(bool)
         if (~ragged).any():
@@ -177,15 +199,51 @@ def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
     _save(fig, path)
 
 
+def _checked(g: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose result was checked and correct (ok, or checked but not timed)."""
+    return g[[r["status"] == "ok" or checked_not_timed(r) for _, r in g.iterrows()]]
+
+
+def _fp8_errors(ax, d: pd.DataFrame) -> bool:
+    """fp8 panel: the K sweep at M = N = FP8_K_SWEEP_MN, a line per kernel, promoted solid and
+    fast accumulation dotted, per-row scales hollow; each accumulation's bound. False if the
+    run has no K sweep (the panel is then drawn like the others)."""
+    d = d[(d["M"] == FP8_K_SWEEP_MN) & (d["N"] == FP8_K_SWEEP_MN)].assign(
+        scaling=d["scaling"].fillna("") if "scaling" in d else "")
+    if d["K"].nunique() < 3:
+        return False
+    for (fam, stage, kind, sc), g in d.groupby(["family", "stage", "kind", "scaling"]):
+        ok, bad = _checked(g).sort_values("K"), g[g["status"] == "wrong"]
+        color = FAMILY_COLOR.get(fam, "green")
+        name = {"cublas": "cuBLAS", "inductor": "Inductor"}.get(fam, f"{fam} {stage[:3]}")
+        ax.plot(ok["K"], ok["rel_err"], ":" if kind == FAST_ACCUM else "-", marker="o", ms=3, color=color,
+                mfc="none" if sc == "row" else color, lw=1, label=f"{name}{tag(sc if sc == 'row' else '', kind)}")
+        if len(bad):
+            ax.scatter(bad["K"], bad["rel_err"], s=30, marker="x", color="red", label=f"{name} wrong")
+    for fast, style, what in ((False, "k--", "tolerance"), (True, "k:", "tolerance, fast accum")):
+        tol = d[(d["kind"] == FAST_ACCUM) == fast].dropna(subset=["tol"]).groupby("K")["tol"].max()
+        if len(tol):
+            ax.plot(tol.index, tol.values, style, lw=1, label=what)
+    ax.set_title(f"fp8 (M = N = {FP8_K_SWEEP_MN})")
+    return True
+
+
 def error_vs_k(results: pd.DataFrame, path: Path):
-    """Relative Frobenius error vs K per precision, with the tolerance bound."""
+    """Relative Frobenius error vs K per precision, with the tolerance bound (fp8: its K sweep,
+    promoted and fast accumulation, _fp8_errors)."""
     df = results[results["rel_err"].notna()]
-    precs = [p for p in ("fp32", "tf32", "fp16", "bf16") if p in set(df["dtype"])]
+    precs = [p for p in PRECISIONS if p in set(df["dtype"])]
     fig, axes = plt.subplots(1, max(1, len(precs)), figsize=(4 * max(1, len(precs)), 3.6), squeeze=False)
     for ax, prec in zip(axes[0], precs):
         d = df[df["dtype"] == prec]
+        if prec in SCALED and _fp8_errors(ax, d):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("K")
+            ax.legend(fontsize=5)
+            continue
         for fam, g in d.groupby("family"):
-            ok = g[[r["status"] == "ok" or checked_not_timed(r) for _, r in g.iterrows()]]  # checked, correct
+            ok = _checked(g)
             bad = g[g["status"] == "wrong"]
             ax.scatter(ok["K"], ok["rel_err"], s=10, color=FAMILY_COLOR.get(fam, "green"), label=fam, alpha=0.7)
             if len(bad):
@@ -223,8 +281,8 @@ def draw(data: Data, root: Path) -> list:
         tflops_vs_size(res, p, fig_dir / f"size_{p}.png")
         out.append(fig_dir / f"size_{p}.png")
     roofline(res, data.ceilings, ["fp32"], PROFILE_SIZE, fig_dir / "roofline_fp32.png", "FP32 (SIMT) roofline")
-    roofline(res, data.ceilings, ["tf32", "fp16", "bf16"], PROFILE_SIZE, fig_dir / "roofline_tensor.png",
-             "Tensor-core roofline")
+    roofline(res, data.ceilings, ["tf32", "fp16", "bf16"] + [p for p in SCALED if p in set(res["dtype"])],
+             PROFILE_SIZE, fig_dir / "roofline_tensor.png", "Tensor-core roofline")
     error_vs_k(res, fig_dir / "error_vs_k.png")
     out += [fig_dir / "roofline_fp32.png", fig_dir / "roofline_tensor.png", fig_dir / "error_vs_k.png"]
     for p in decode.precisions(data):

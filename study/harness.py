@@ -2,8 +2,11 @@
 
 The rules (DESIGN.md "Measuring"):
 - inputs are seeded randn scaled by K**-0.25 each, so every output element has variance ~1;
+  fp8 quantises them (fp8.quantize_fp8: absmax scales per tensor or per row of A / column of B,
+  the `scaling`), and every call gets the scales;
 - the reference is torch.matmul on float64 copies of the very inputs the kernel reads (for
-  fp16/bf16 the rounded ones), computed on the GPU in the same run;
+  fp16/bf16 the rounded ones, for fp8 the dequantised e4m3 values), computed on the GPU in the
+  same run;
 - each timed repeat starts with a 256 MB write that evicts L2 (50 MB on H100), then device
   events bracket the call; the median and quartiles of the repeats are kept;
 - at a shape whose fastest call is short enough that launch latency would show (< GRAPH_BELOW_MS),
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .operands import DTYPES
+from .registry import SCALED
 
 FLUSH_BYTES = 256 << 20     # > 5x the H100's 50 MB L2
 GRAPH_BELOW_MS = 1.0        # a shape whose fastest call is shorter is timed from CUDA graphs
@@ -39,20 +43,34 @@ def flops(M: int, N: int, K: int) -> int:
 @dataclass
 class Operands:
     """One problem's inputs at one precision. B exists as w, a contiguous (N, K) tensor: the NT
-    operand is its transposed view, the NN operand a contiguous (K, N) copy, both equal to B."""
+    operand is its transposed view, the NN operand a contiguous (K, N) copy, both equal to B.
+    fp8: a and w are e4m3 with fp32 scales per tensor or per row (`scaling`, default "tensor");
+    call_kwargs holds the scales every call passes (empty for the other precisions)."""
 
     M: int
     N: int
     K: int
     precision: str
     seed: int = 0
+    scaling: str = ""
     a: torch.Tensor = field(init=False)
     w: torch.Tensor = field(init=False)
+    call_kwargs: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self):
         gen = torch.Generator(device=DEVICE).manual_seed(self.seed)
         scale = self.K ** -0.25  # each product term has variance 1/K: outputs have variance ~1
         dtype = DTYPES[self.precision]
+        if self.precision in SCALED:   # quantised from the same seeded randn
+            from .fp8 import quantize_fp8
+
+            self.scaling = self.scaling or "tensor"
+            self.a, sa = quantize_fp8(torch.randn(self.M, self.K, device=DEVICE, generator=gen) * scale, self.scaling)
+            self.w, sb = quantize_fp8(torch.randn(self.N, self.K, device=DEVICE, generator=gen) * scale, self.scaling)
+            self.call_kwargs = {"scale_a": sa, "scale_b": sb}
+            return
+        if self.scaling:
+            raise ValueError(f"scaling: only fp8 operands carry scales, got {self.scaling!r} for {self.precision}")
         self.a = (torch.randn(self.M, self.K, device=DEVICE, generator=gen) * scale).to(dtype)
         self.w = (torch.randn(self.N, self.K, device=DEVICE, generator=gen) * scale).to(dtype)
 
@@ -65,16 +83,28 @@ class Operands:
 
     @functools.cached_property
     def reference(self) -> torch.Tensor:
-        """A @ B in float64 on the GPU, from the inputs exactly as the kernels see them."""
+        """A @ B in float64 on the GPU, from the inputs exactly as the kernels see them (fp8:
+        the e4m3 values times their scales, exact in float64)."""
+        if self.call_kwargs:
+            from .fp8 import dequantize
+
+            return dequantize(self.a, self.call_kwargs["scale_a"]) @ dequantize(self.w, self.call_kwargs["scale_b"]).t()
         return self.a.double() @ self.w.double().t()
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        from .tolerance import OUT_DTYPE
+
+        return OUT_DTYPE[self.precision] if self.precision in SCALED else self.a.dtype
 
     def output(self) -> torch.Tensor:
         """A fresh C full of NaN: a kernel that skips an element cannot pass the check."""
-        return torch.full((self.M, self.N), float("nan"), dtype=self.a.dtype, device=DEVICE)
+        return torch.full((self.M, self.N), float("nan"), dtype=self.out_dtype, device=DEVICE)
 
     @property
     def set_bytes(self) -> int:
-        return (self.a.numel() + self.w.numel() + self.M * self.N) * self.a.element_size()
+        c_bytes = self.M * self.N * torch.empty((), dtype=self.out_dtype).element_size()
+        return (self.a.numel() + self.w.numel()) * self.a.element_size() + c_bytes
 
 
 class L2Flush:
@@ -94,10 +124,10 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(tolerance.rel_error(out, ref))
 
 
-def bound(precision: str, K: int) -> float:
+def bound(precision: str, K: int, fast_accum: bool = False) -> float:
     from . import tolerance
 
-    return float(tolerance.bound(precision, K))
+    return float(tolerance.bound(precision, K, fast_accum=fast_accum))
 
 
 @dataclass
@@ -116,7 +146,9 @@ def quantiles(samples: list) -> tuple:
 
 
 class Timer:
-    """Times one kernel on one problem. `call(a, b, c)` launches on the current stream.
+    """Times one kernel on one problem. `call(a, b, c, **ops.call_kwargs)` launches on the
+    current stream (fp8: the scales as keywords); a call with `fast_accum = True` set on it is
+    checked against tolerance's fast-accumulation fp8 bound.
 
     warm() makes the first call (compile, autotune, load), check() compares a fresh output with
     the fp64 reference, single_ms() times one flushed call, use_graph() switches to graph
@@ -134,7 +166,7 @@ class Timer:
     def warm(self) -> float:
         """The first call (compile, autotune, load); wall seconds, synchronised."""
         t0 = time.perf_counter()
-        self.call(self.ops.a, self.ops.b(self.layout), self.c)
+        self.call(self.ops.a, self.ops.b(self.layout), self.c, **self.ops.call_kwargs)
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
@@ -160,13 +192,13 @@ class Timer:
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm every set outside capture
             for s in sets:
-                self.call(*s)
+                self.call(*s, **ops.call_kwargs)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for i in range(GRAPH_CALLS):
-                self.call(*sets[i % n_sets])
+                self.call(*sets[i % n_sets], **ops.call_kwargs)
         torch.cuda.synchronize()
         self.graph, self.calls_per_rep, self._sets = g, GRAPH_CALLS, sets
 
@@ -182,7 +214,7 @@ class Timer:
         if self.graph is not None and not plain:
             self.graph.replay()
         else:
-            self.call(self.ops.a, self.ops.b(self.layout), self.c)
+            self.call(self.ops.a, self.ops.b(self.layout), self.c, **self.ops.call_kwargs)
         end.record()
         return start, end
 
@@ -201,9 +233,10 @@ class Timer:
     def check(self):
         """(rel_err, bound) of a fresh call's output against the fp64 reference."""
         c = self.ops.output()
-        self.call(self.ops.a, self.ops.b(self.layout), c)
+        self.call(self.ops.a, self.ops.b(self.layout), c, **self.ops.call_kwargs)
         torch.cuda.synchronize()
-        return rel_error(c, self.ops.reference), bound(self.ops.precision, self.ops.K)
+        return (rel_error(c, self.ops.reference),
+                bound(self.ops.precision, self.ops.K, getattr(self.call, "fast_accum", False)))
 
     def release(self):
         self.graph, self._sets, self.c = None, None, None

@@ -1,9 +1,14 @@
 """Every kernel as a plain function on torch tensors: `f(a, b, c=None, *, alpha=1.0, beta=0.0)`.
 
-CUDA stages (compiled by build.py), Triton stages (their file's `matmul`) and cuBLAS (torch.mm)
-behind one interface. One checker (operands.py) serves all families, so a bad argument gets the
-same message whichever kernel it reaches, before any launch. A kernel that cannot run on this
-machine (no GPU, wrong architecture) refuses at construction with RuntimeError saying why.
+CUDA stages (compiled by build.py), Triton stages (their file's `matmul`), cuBLAS (torch.mm;
+fp8: torch._scaled_mm) and Inductor's autotuned Triton GEMM (inductor.py) behind one interface.
+One checker (operands.py) serves all families, so a bad argument gets the same message whichever
+kernel it reaches, before any launch. A kernel that cannot run on this machine (no GPU, wrong
+architecture) refuses at construction with RuntimeError saying why.
+
+fp8 kernels take the scales too: `f(a, b, c=None, *, scale_a, scale_b, alpha=1.0, beta=0.0)`,
+a and b e4m3 (b the transposed view of a contiguous [N, K]), C in bf16 (the stage's output type),
+C = alpha * (scale_a A) @ (B scale_b) + beta * C; see fp8.py and study.quantize_fp8.
 """
 from __future__ import annotations
 
@@ -13,79 +18,118 @@ import sys
 
 import torch
 
-from . import build, device, registry
-from .operands import DTYPES, Problem, check_operands
-from .registry import Stage
+from . import build, device, fp8, registry
+from .operands import DTYPES, OUT_DTYPES, Problem, check_operands
+from .registry import SCALED, Stage
+
+FP8_CAPABILITY = (8, 9)   # e4m3 tensor cores: Ada and Hopper on
+
 
 class Kernel:
-    """A GEMM callable: `f(a, b, c=None, *, alpha=1.0, beta=0.0) -> c` with C = alpha*A@B + beta*C."""
+    """A GEMM callable: `f(a, b, c=None, *, alpha=1.0, beta=0.0) -> c` with C = alpha*A@B + beta*C
+    (fp8: also scale_a, scale_b; C = alpha * (scale_a A) @ (B scale_b) + beta * C)."""
 
     family: str
     name: str
     precisions: tuple
     layout: str
+    out_dtype = None      # fp8: the output dtype (C); None: C has a's dtype
+    fast_accum = False    # fp8: one FP8 accumulate chain over all of K (no promotion into fp32)
 
-    def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0):
-        p = check_operands(self.precisions, self.layout, a, b, c, alpha, beta, allow_cpu=self._allow_cpu())
+    def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None):
+        p = check_operands(self.precisions, self.layout, a, b, c, alpha, beta, allow_cpu=self._allow_cpu(),
+                           scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
         if c is None:
-            c = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
+            c = torch.empty((p.M, p.N), dtype=self.out_dtype if p.precision in SCALED else a.dtype, device=a.device)
         if p.M == 0 or p.N == 0:
             return c
         if p.K == 0:  # A @ B is all zeros: C = beta * C, and beta == 0 never reads C
             return c.zero_() if beta == 0 else c.mul_(beta)
-        self._check_limits(p, a, b, c)
+        scales = (scale_a, scale_b) if p.precision in SCALED else None
+        self._check_limits(p, a, b, c, scales)
         # launch (and autotune) on the operands' GPU, not the current one
         with torch.cuda.device(a.device) if a.device.type == "cuda" else contextlib.nullcontext():
-            self._run(p, a, b, c, float(alpha), float(beta))
+            self._run(p, a, b, c, float(alpha), float(beta), scales)
         return c
 
     def _allow_cpu(self) -> bool:
         return False
 
-    def _check_limits(self, p: Problem, a, b, c):
+    def _check_limits(self, p: Problem, a, b, c, scales=None):
         """Raise ValueError if this kernel's own limits refuse the problem."""
 
-    def _run(self, p: Problem, a, b, c, alpha: float, beta: float):
+    def _run(self, p: Problem, a, b, c, alpha: float, beta: float, scales=None):
         raise NotImplementedError
 
+    def _init_precision(self, fast_accum: bool, out: str = "bf16"):
+        """fp8 kernels: the output dtype, and whether fast accumulation may be asked for."""
+        if fast_accum and not set(self.precisions) & set(SCALED):
+            raise ValueError(f"fast_accum: only fp8 kernels accumulate in FP8 chains; {self.name} takes "
+                             f"{', '.join(self.precisions)}")
+        if set(self.precisions) & set(SCALED):
+            self.out_dtype, self.fast_accum = OUT_DTYPES[out], bool(fast_accum)
+
     def __repr__(self):
-        return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {self.layout}>"
+        fast = " fast_accum" if self.fast_accum else ""
+        return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {self.layout}{fast}>"
+
+
+def _refuse_without_fp8(what: str, precision: str):
+    cap = device.capability()
+    if precision in SCALED and cap is not None and tuple(cap) < FP8_CAPABILITY:
+        raise RuntimeError(f"{what} cannot run here: fp8 needs sm_89+; this GPU is sm_{cap[0]}{cap[1]}")
 
 
 class CudaKernel(Kernel):
-    """A hand-written CUDA stage, compiled on first use."""
+    """A hand-written CUDA stage, compiled on first use. An fp8 stage's configurations are
+    accumulation modes (promoted, fast_accum), not tiles: they are never autotuned; config None
+    runs the stage's default (launch(p, stream)), fast_accum=True its "fast_accum" configuration."""
 
     family = "cuda"
 
-    def __init__(self, stage: Stage, config: int | None = None):
+    def __init__(self, stage: Stage, config: int | None = None, fast_accum: bool = False):
         self.stage, self.name = stage, stage.stem
         self.precisions, self.layout = stage.precisions, stage.layout
+        self._init_precision(fast_accum, stage.out)
         self.config = config  # None: the stage's default (or the autotuner's choice)
         why = stage.unavailable_reason(device.capability())
         if why:
             raise RuntimeError(f"cuda stage {stage.stem} cannot run here: {why}")
         self.module = build.module(stage)
+        if fast_accum:
+            names = self.configs()
+            if "fast_accum" not in names:
+                raise ValueError(f"fast_accum: cuda {stage.stem} has no fast_accum configuration (configs: {names})")
+            if config not in (None, names.index("fast_accum")):
+                raise ValueError(f"config: {config} contradicts fast_accum=True (configuration "
+                                 f"{names.index('fast_accum')} of {stage.stem})")
+            self.config = names.index("fast_accum")
+        elif self.config is not None and self.configs() and self.configs()[self.config:self.config + 1] == ["fast_accum"]:
+            self.fast_accum = True
 
     def configs(self) -> list:
         """Configuration names of an autotuned stage ([] for a fixed one)."""
         return list(self.module.configs()) if hasattr(self.module, "configs") else []
 
-    def _args(self, p, a, b, c, alpha, beta):
-        return (a.data_ptr(), b.data_ptr(), c.data_ptr(), p.M, p.N, p.K, p.lda, p.ldb, p.ldc, alpha, beta)
+    def _args(self, p, a, b, c, alpha, beta, scales=None):
+        args = (a.data_ptr(), b.data_ptr(), c.data_ptr(), p.M, p.N, p.K, p.lda, p.ldb, p.ldc, alpha, beta)
+        if p.precision in SCALED:
+            args += (scales[0].data_ptr(), scales[1].data_ptr(), p.scale_a_per_row, p.scale_b_per_col)
+        return args
 
-    def _check_limits(self, p, a, b, c):
-        why = getattr(self.module, f"check_{p.precision}")(*self._args(p, a, b, c, 1.0, 0.0))
+    def _check_limits(self, p, a, b, c, scales=None):
+        why = getattr(self.module, f"check_{p.precision}")(*self._args(p, a, b, c, 1.0, 0.0, scales))
         if why:
             raise ValueError(f"{self.name}: {why}")
 
-    def _run(self, p, a, b, c, alpha, beta):
+    def _run(self, p, a, b, c, alpha, beta, scales=None):
         config = self.config
-        if config is None and self.configs():
+        if config is None and self.configs() and p.precision not in SCALED:
             from . import autotune
 
             config = autotune.choose(self, p, a, b, c)
         stream = torch.cuda.current_stream(a.device).cuda_stream
-        getattr(self.module, f"launch_{p.precision}")(*self._args(p, a, b, c, alpha, beta), stream,
+        getattr(self.module, f"launch_{p.precision}")(*self._args(p, a, b, c, alpha, beta, scales), stream,
                                                       -1 if config is None else int(config))
 
 
@@ -104,13 +148,15 @@ def _load_triton_module(stage: Stage):
 
 
 class TritonKernel(Kernel):
-    """A Triton stage: its file's `matmul(a, b, c, alpha, beta)` behind the common checks."""
+    """A Triton stage: its file's `matmul(a, b, c, alpha, beta)` behind the common checks (fp8:
+    `matmul(a, b, c, alpha, beta, scale_a=, scale_b=, fast_accum=)`)."""
 
     family = "triton"
 
-    def __init__(self, stage: Stage):
+    def __init__(self, stage: Stage, fast_accum: bool = False):
         self.stage, self.name = stage, stage.stem
         self.precisions, self.layout = stage.precisions, stage.layout
+        self._init_precision(fast_accum, stage.out)
         why = stage.unavailable_reason(device.capability())
         if why:
             raise RuntimeError(f"triton stage {stage.stem} cannot run here: {why}")
@@ -119,60 +165,149 @@ class TritonKernel(Kernel):
     def _allow_cpu(self):
         return registry._interpreting()
 
-    def _check_limits(self, p, a, b, c):
+    def _check_limits(self, p, a, b, c, scales=None):
         unsupported = getattr(self.module, "unsupported", None)
-        why = unsupported(a, b, c) if unsupported else None
+        why = (unsupported(a, b, c, *scales) if scales else unsupported(a, b, c)) if unsupported else None
         if why:
             raise ValueError(f"{self.name}: {why}")
 
-    def _run(self, p, a, b, c, alpha, beta):
-        self.module.matmul(a, b, c, alpha=alpha, beta=beta)
+    def _run(self, p, a, b, c, alpha, beta, scales=None):
+        if scales:
+            self.module.matmul(a, b, c, alpha=alpha, beta=beta, scale_a=scales[0], scale_b=scales[1],
+                               fast_accum=self.fast_accum)
+        else:
+            self.module.matmul(a, b, c, alpha=alpha, beta=beta)
+
+
+def _check_baseline(family: str, precision: str, layout: str, fast_accum: bool = False):
+    """The precision and layout of a baseline (cuBLAS, Inductor); RuntimeError without a GPU."""
+    if precision not in DTYPES:
+        raise ValueError(f"name: {'cuBLAS' if family == 'cublas' else 'Inductor'} precision must be one of "
+                         f"{tuple(DTYPES)}, got {precision!r}")
+    if fast_accum and precision not in SCALED:
+        raise ValueError(f"fast_accum: only fp8 kernels accumulate in FP8 chains; {family} {precision} does not")
+    if layout not in registry.LAYOUTS:
+        raise ValueError(f"layout must be one of {registry.LAYOUTS}, got {layout!r}")
+    if precision in SCALED and layout != "NT":
+        raise ValueError(f"layout: {family} {precision} takes NT only (FP8 tensor cores read K-major A and B), "
+                         f"got {layout!r}")
+    if device.capability() is None:  # as the stages: refuse here, not at the first call
+        raise RuntimeError(f"{family} {precision} cannot run here: no CUDA GPU")
+    _refuse_without_fp8(f"{family} {precision}", precision)
+
+
+def _matmul_flags(precision: str):
+    """Set TF32 and reduced-precision flags for one call; returns the saved values."""
+    m = torch.backends.cuda.matmul
+    saved = (m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction)
+    m.allow_tf32 = precision == "tf32"
+    # Our kernels accumulate in fp32 throughout: ask cuBLAS (and Inductor) for the same.
+    m.allow_fp16_reduced_precision_reduction = False
+    m.allow_bf16_reduced_precision_reduction = False
+    return saved
+
+
+def _restore_flags(saved):
+    m = torch.backends.cuda.matmul
+    m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = saved
 
 
 class CublasKernel(Kernel):
     """cuBLAS through torch at one precision; the global TF32/reduced-precision flags are set
-    for the call and restored after it. Takes NN or NT (b may be a transposed view)."""
+    for the call and restored after it. Takes NN or NT (b may be a transposed view).
+
+    fp8 ("fp8", NT only): torch._scaled_mm with use_fast_accum=fast_accum (name "fp8_fast" for
+    fast accumulation), C bf16. _scaled_mm has no alpha/beta: unless alpha == 1 and beta == 0 a
+    second op forms alpha * product + beta * C (fp8.scaled_mm). Its limits: K and N multiples of
+    16, and both scales per tensor or both row-wise (else ValueError)."""
 
     family = "cublas"
 
-    def __init__(self, precision: str, layout: str = "NN"):
-        if precision not in DTYPES:
-            raise ValueError(f"name: cuBLAS precision must be one of {tuple(DTYPES)}, got {precision!r}")
-        if layout not in registry.LAYOUTS:
-            raise ValueError(f"layout must be one of {registry.LAYOUTS}, got {layout!r}")
-        if device.capability() is None:  # as the stages: refuse here, not at the first call
-            raise RuntimeError(f"cublas {precision} cannot run here: no CUDA GPU")
+    def __init__(self, precision: str, layout: str = "NN", fast_accum: bool = False):
+        if precision == "fp8_fast":
+            precision, fast_accum = "fp8", True
         self.name, self.precisions, self.layout = precision, (precision,), layout
+        _check_baseline("cublas", precision, layout, fast_accum)
+        self._init_precision(fast_accum)
 
-    def _run(self, p, a, b, c, alpha, beta):
-        m = torch.backends.cuda.matmul
-        saved = (m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction)
+    def _check_limits(self, p, a, b, c, scales=None):
+        why = fp8.check_scaled_mm(p.N, p.K, p.scale_a_per_row, p.scale_b_per_col) if scales else None
+        if why:
+            raise ValueError(f"cublas fp8: {why}")
+
+    def _run(self, p, a, b, c, alpha, beta, scales=None):
+        if scales:
+            fp8.scaled_mm(a, b, c, *scales, alpha, beta, p.scale_a_per_row, p.scale_b_per_col, self.fast_accum)
+            return
+        saved = _matmul_flags(p.precision)
         try:
-            m.allow_tf32 = p.precision == "tf32"
-            # Our kernels accumulate in fp32 throughout: ask cuBLAS for the same.
-            m.allow_fp16_reduced_precision_reduction = False
-            m.allow_bf16_reduced_precision_reduction = False
             if beta == 0 and alpha == 1:
                 torch.mm(a, b, out=c)
             else:
                 c.addmm_(a, b, beta=beta, alpha=alpha)
         finally:
-            m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = saved
+            _restore_flags(saved)
 
 
-def kernel(family: str, name, *, config: int | None = None, layout: str | None = None) -> Kernel:
-    """`study.kernel("cuda" | "triton" | "cublas", name)`: a GEMM function on torch tensors.
+class InductorKernel(Kernel):
+    """Inductor's autotuned Triton GEMM (inductor.py): `torch.compile(mode="max-autotune")` with
+    the Triton backend only, no Inductor CUDA graphs, fullgraph, static shapes. The first call at
+    each shape compiles and autotunes (cached on disk); TF32 flags set for the call as cuBLAS's.
+    fp8 through torch._scaled_mm (Inductor's Triton scaled-mm templates); NT only."""
 
-    name: a stage ("s04", 4, "s04_vectorized", "vectorized") or, for cublas, a precision
-    ("fp32", "tf32", "fp16", "bf16"). config: a CUDA autotuned stage's configuration index
-    (default: tuned per shape class). layout: for cublas only, "NN" (default) or "NT"."""
-    if family == "cublas":
-        return CublasKernel(str(name), layout or "NN")
+    family = "inductor"
+
+    def __init__(self, precision: str, layout: str = "NN", fast_accum: bool = False):
+        from . import inductor
+
+        self.name, self.precisions, self.layout = precision, (precision,), layout
+        _check_baseline("inductor", precision, layout, fast_accum)
+        self._init_precision(fast_accum)
+        self.compiled = inductor.Compiled(scaled=precision in SCALED, fast_accum=self.fast_accum)
+
+    def _check_limits(self, p, a, b, c, scales=None):
+        why = fp8.check_scaled_mm(p.N, p.K, p.scale_a_per_row, p.scale_b_per_col) if scales else None
+        if why:
+            raise ValueError(f"inductor fp8: {why}")
+
+    def _run(self, p, a, b, c, alpha, beta, scales=None):
+        if scales:
+            M, N = c.shape
+            sa, sb = scales
+            scales = (sa.reshape(M, 1) if p.scale_a_per_row else sa.reshape(()),
+                      sb.reshape(1, N) if p.scale_b_per_col else sb.reshape(()))
+        saved = _matmul_flags(p.precision)
+        try:
+            self.compiled(a, b, c, alpha, beta, scales)
+        finally:
+            _restore_flags(saved)
+
+
+BASELINES = {"cublas": CublasKernel, "inductor": InductorKernel}
+
+
+def kernel(family: str, name, *, config: int | None = None, layout: str | None = None,
+           fast_accum: bool = False) -> Kernel:
+    """`study.kernel("cuda" | "triton" | "cublas" | "inductor", name)`: a GEMM function on tensors.
+
+    name: a stage ("s04", 4, "s04_vectorized", "vectorized") or, for cublas and inductor, a
+    precision ("fp32", "tf32", "fp16", "bf16", "fp8"; "fp8_fast": fp8, fast_accum). config: a CUDA
+    autotuned stage's configuration index (default: tuned per shape class; an fp8 stage's
+    default is its promoted accumulation). layout: for cublas/inductor only, "NN" (default; fp8:
+    "NT", its only layout) or "NT". fast_accum: fp8 kernels only, one FP8 accumulate chain over
+    all of K (CUDA: the stage's "fast_accum" configuration; Triton: matmul(fast_accum=True);
+    cuBLAS: use_fast_accum=True)."""
+    if family in BASELINES:
+        if config is not None:
+            raise ValueError("config: only CUDA autotuned stages take a config index")
+        if str(name) == "fp8_fast":
+            name, fast_accum = "fp8", True
+        return BASELINES[family](str(name), layout or ("NT" if str(name) in SCALED else "NN"), fast_accum=fast_accum)
     if layout is not None:
-        raise ValueError("layout: only cublas kernels take a layout; a stage's layout is in its header")
+        raise ValueError("layout: only cublas and inductor kernels take a layout; a stage's layout is in its header")
     stage = registry.find(family, name)
     if family == "cuda":
-        return CudaKernel(stage, config)
+        return CudaKernel(stage, config, fast_accum=fast_accum)
     if config is not None:
         raise ValueError("config: only CUDA autotuned stages take a config index")
-    return TritonKernel(stage)
+    return TritonKernel(stage, fast_accum=fast_accum)

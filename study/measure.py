@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from .plan import Entry, Shape
+from .plan import FAST_ACCUM, Entry, Shape
 
 ROUND_HEAD_START_CYCLES = 4_000_000  # ~2 ms GPU spin before each round of timed repeats
 NOT_RUNNABLE = "not runnable: "
@@ -37,23 +37,29 @@ class Settings:
 
 
 def make_call(entry: Entry):
-    """`call(a, b, c)` for an entry; a finding row calls the stage module's matmul directly."""
-    from .kernels import TritonKernel, kernel
+    """`call(a, b, c, **scales)` for an entry; a finding row calls the stage module's matmul
+    directly. A fast-accumulation fp8 entry's call carries `fast_accum = True` (its bound)."""
+    from .kernels import BASELINES, TritonKernel, kernel
     from .registry import find
 
     if entry.kind == "finding":
         module = TritonKernel(find("triton", entry.stage)).module
         return lambda a, b, c: module.matmul(a, b, c)
-    if entry.family == "cublas":
-        k = kernel("cublas", entry.precision, layout=entry.layout)
+    fast = entry.kind == FAST_ACCUM
+    if entry.family in BASELINES:   # cuBLAS, Inductor: named by precision
+        k = kernel(entry.family, entry.precision, layout=entry.layout, fast_accum=fast)
     else:
-        k = kernel(entry.family, entry.stage)
-    return lambda a, b, c: k(a, b, c)
+        k = kernel(entry.family, entry.stage, fast_accum=fast)
+
+    def call(a, b, c, **scales):
+        return k(a, b, c, **scales)
+    call.fast_accum = fast
+    return call
 
 
 def result_row(entry: Entry, shape: Shape, **kw) -> dict:
     row = {"family": entry.family, "stage": entry.stage, "kind": entry.kind, "dtype": entry.precision,
-           "layout": entry.layout, "M": shape.M, "N": shape.N, "K": shape.K, "shape_set": shape.set,
+           "layout": entry.layout, "scaling": entry.scaling, "M": shape.M, "N": shape.N, "K": shape.K, "shape_set": shape.set,
            "ms_median": math.nan, "ms_q1": math.nan, "ms_q3": math.nan, "reps": 0, "graph": False,
            "rel_err": math.nan, "tol": math.nan, "status": "", "reason": "", "warmup_s": math.nan,
            "note": entry.note}
@@ -88,9 +94,13 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
 
     from .harness import GRAPH_BELOW_MS, GRAPH_MAX_MS, Operands, Timer, repeats
 
-    ops = Operands(shape.M, shape.N, shape.K, precision, seed=settings.seed)
+    operands = {}   # scaling ("" or fp8's "tensor" / "row") -> Operands, made on first use
     rows, timers, singles = {}, {}, {}
     for entry, call in calls:
+        if entry.scaling not in operands:
+            operands[entry.scaling] = Operands(shape.M, shape.N, shape.K, precision, seed=settings.seed,
+                                               **({"scaling": entry.scaling} if entry.scaling else {}))
+        ops = operands[entry.scaling]
         if entry in skip:
             why = skip[entry]
             status = "error" if why.startswith(NOT_RUNNABLE) else "skipped"
@@ -180,9 +190,10 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     for r in rows.values():
         if r["status"] == "ok" and not (r["reps"] > 0 and math.isfinite(r["ms_median"])):
             r.update(status="skipped", reason=r["reason"] or "not timed")   # never "ok" without a time
-    del ops, timers
+    ops = None
+    del operands, timers, singles
     torch.cuda.empty_cache()
-    out = [rows[e] for e, _ in calls]
+    out = [rows[e] for e, _ in calls if e in rows]
     for r in out:
         emit({"event": "row", "row": r})
     return out
@@ -193,9 +204,9 @@ def predict_skips(entries, done_rows: list, next_shape: Shape, settings: Setting
     last = {}
     for r in done_rows:
         if r["status"] in ("ok", "wrong") and math.isfinite(r["ms_median"]):
-            last[(r["family"], r["stage"], r["layout"], r["kind"])] = r
+            last[(r["family"], r["stage"], r["layout"], r["kind"], r.get("scaling", ""))] = r
     for e in entries:
-        r = last.get((e.family, e.stage, e.layout, e.kind))
+        r = last.get((e.family, e.stage, e.layout, e.kind, e.scaling))
         if r is None or e in skip:
             continue
         predicted = r["ms_median"] * next_shape.flops / (2 * r["M"] * r["N"] * r["K"])
@@ -205,10 +216,12 @@ def predict_skips(entries, done_rows: list, next_shape: Shape, settings: Setting
 
 
 def bench(fn, shapes, precision: str = "fp32", *, layout: str = "NN", name: str = "user",
-          settings: Settings | None = None, baseline: bool = True):
+          settings: Settings | None = None, baseline: bool = True, scaling: str = ""):
     """Time `fn(a, b, c)` (C = A @ B into the given c) at each shape like the study does, beside
     cuBLAS at the same precision and layout. shapes: ints (squares), (M, N, K) tuples or Shapes.
-    Returns the tidy rows (pandas DataFrame) with tflops and pct_cublas."""
+    fp8: layout NT, `fn(a, b, c, scale_a=, scale_b=)` with e4m3 a, b and bf16 c, scales per
+    `scaling` ("tensor", the default, or "row"). Returns the tidy rows (pandas DataFrame) with
+    tflops and pct_cublas."""
     import pandas as pd
     import torch
 
@@ -221,6 +234,16 @@ def bench(fn, shapes, precision: str = "fp32", *, layout: str = "NN", name: str 
     (precision,) = check_precisions(precision)
     if layout not in ("NN", "NT"):
         raise ValueError(f"layout must be NN or NT, got {layout!r}")
+    from .plan import FP8_SCALINGS
+    from .registry import SCALED
+
+    if precision in SCALED:
+        scaling = scaling or FP8_SCALINGS[0]
+        if layout != "NT" or scaling not in FP8_SCALINGS:
+            raise ValueError(f"layout/scaling: fp8 is timed in layout NT with scaling in {FP8_SCALINGS}, "
+                             f"got {layout!r} / {scaling!r}")
+    elif scaling:
+        raise ValueError(f"scaling: only fp8 operands carry scales, got {scaling!r} for {precision}")
     norm = [s if isinstance(s, Shape) else Shape(s, s, s) if isinstance(s, int) else Shape(*s) for s in shapes]
     bad = [s for s in norm if min(s.M, s.N, s.K) < 1]
     if bad:
@@ -229,11 +252,12 @@ def bench(fn, shapes, precision: str = "fp32", *, layout: str = "NN", name: str 
         raise RuntimeError("study.bench times kernels on a CUDA GPU, and there is none here "
                            "(torch.cuda.is_available() is False)")
     settings = settings or Settings()
-    user = Entry("user", name, precision, layout, "stage")
-    calls = [(user, lambda a, b, c: fn(a, b, c))]
+    user = Entry("user", name, precision, layout, "stage", scaling=scaling)
+    calls = [(user, lambda a, b, c, **scales: fn(a, b, c, **scales))]
     if baseline:
         k = kernel("cublas", precision, layout=layout)
-        calls.insert(0, (Entry("cublas", "cublas", precision, layout, "baseline"), lambda a, b, c: k(a, b, c)))
+        calls.insert(0, (Entry("cublas", "cublas", precision, layout, "baseline", scaling=scaling),
+                         lambda a, b, c, **scales: k(a, b, c, **scales)))
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     try:

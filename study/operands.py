@@ -2,7 +2,9 @@
 
 `check_operands` turns (a, b, c, alpha, beta) into a `Problem` (sizes, leading dimensions,
 precision) or raises ValueError/TypeError naming the argument and what was expected. Nothing is
-copied or converted: a tensor a kernel cannot take as it is, is refused.
+copied or converted: a tensor a kernel cannot take as it is, is refused. A scaled precision (fp8:
+e4m3 A and B, C in the stage's output type) also takes scale_a and scale_b (check_scales); any
+other kernel refuses them.
 """
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .registry import LAYOUTS
+from .registry import LAYOUTS, SCALED
 
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# The operands' dtype per precision (fp8: e4m3 A and B; its C is OUT_DTYPES' bf16 or fp16).
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+          "fp8": torch.float8_e4m3fn}
+OUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}   # the output types a scaled precision names
 INT32_MAX = 2**31 - 1
 
 
@@ -29,6 +34,8 @@ class Problem:
     ldc: int
     precision: str
     layout: str
+    scale_a_per_row: int = 0   # fp8: scale_a holds M values (one per row of A), else 1
+    scale_b_per_col: int = 0   # fp8: scale_b holds N values (one per column of B), else 1
 
 
 def _leading_dim(t: torch.Tensor, name: str, rows_name: str, cols_name: str, transposed=False) -> int:
@@ -78,12 +85,44 @@ def check_precisions(precisions) -> tuple:
     return precs
 
 
-def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, allow_cpu=False) -> Problem:
-    """Validate C = alpha*A@B + beta*C for a kernel taking `precisions` in `layout`.
+def check_scales(M: int, N: int, a, scale_a, scale_b) -> tuple:
+    """(scale_a_per_row, scale_b_per_col) of an fp8 problem, or ValueError/TypeError naming the
+    scale: each an fp32 tensor on a's device, contiguous, of 1 element (shape (), (1,) or (1, 1):
+    per tensor) or of one element per row of A (scale_a: (M,) or (M, 1)) / per column of B
+    (scale_b: (N,) or (1, N)). Values are not inspected (that would synchronise)."""
+    flags = []
+    for name, s, n, shapes in (("scale_a", scale_a, M, ((M,), (M, 1))), ("scale_b", scale_b, N, ((N,), (1, N)))):
+        if s is None:
+            raise TypeError(f"{name} is required: an fp8 kernel computes C = alpha * (scale_a A) @ (B scale_b) "
+                            f"+ beta * C, with fp32 scales (see study.quantize_fp8)")
+        if not isinstance(s, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(s).__name__}")
+        if s.dtype != torch.float32:
+            raise TypeError(f"{name} must have dtype float32, got {str(s.dtype).replace('torch.', '')}")
+        one = s.numel() == 1 and s.dim() <= 2
+        if not one and tuple(s.shape) not in shapes:
+            raise ValueError(f"{name} must have 1 element (per tensor) or shape {' or '.join(map(str, shapes))} "
+                             f"(one per {'row of a' if name == 'scale_a' else 'column of b'}), got {tuple(s.shape)}")
+        if not s.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got stride {tuple(s.stride())}")
+        if s.device != a.device:
+            raise ValueError(f"{name} must be on the device of a ({a.device}), got {s.device}")
+        flags.append(0 if one else 1)
+    return tuple(flags)
+
+
+def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, allow_cpu=False, *,
+                   scale_a=None, scale_b=None, out_dtype=None) -> Problem:
+    """Validate C = alpha*A@B + beta*C for a kernel taking `precisions` in `layout`. For a
+    scaled precision (fp8), C = alpha * (scale_a A) @ (B scale_b) + beta * C with C of
+    `out_dtype` (default bf16) and the scales checked by check_scales().
 
     Order: types, ranks, dtypes, shapes, layout and int32 range, then devices, so that sizes past
     int32 indexing can be checked on meta tensors without allocating them."""
     precisions = check_precisions(precisions)
+    if not set(precisions) & set(SCALED) and (scale_a is not None or scale_b is not None):
+        raise ValueError(f"{'scale_a' if scale_a is not None else 'scale_b'}: only fp8 kernels take scales "
+                         f"(this kernel takes {', '.join(precisions)})")
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     _check_scalar(alpha, "alpha")
@@ -99,6 +138,8 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
         raise TypeError(f"a must have dtype {names} for this kernel, got {str(a.dtype).replace('torch.', '')}")
     if b.dtype != a.dtype:
         raise TypeError(f"b must have the dtype of a ({a.dtype}), got {b.dtype}")
+    scaled = allowed[a.dtype] in SCALED
+    out = (out_dtype or torch.bfloat16) if scaled else a.dtype
     M, K = a.shape
     if b.shape[0] != K:
         raise ValueError(f"b must have K = {K} rows to match a of shape {tuple(a.shape)}, got shape {tuple(b.shape)}")
@@ -109,8 +150,11 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
     if c is not None:
         if not isinstance(c, torch.Tensor):
             raise TypeError(f"c must be a torch.Tensor or None, got {type(c).__name__}")
-        if c.dtype != a.dtype:
+        if c.dtype != out and not scaled:
             raise TypeError(f"c must have the dtype of a ({a.dtype}), got {c.dtype}")
+        if c.dtype != out:
+            raise TypeError(f"c must have dtype {str(out).replace('torch.', '')} (this fp8 kernel's output "
+                            f"type), got {str(c.dtype).replace('torch.', '')}")
         if tuple(c.shape) != (M, N):
             raise ValueError(f"c must have shape (M, N) = ({M}, {N}), got {tuple(c.shape)}")
         ldc = _leading_dim(c, "c", "M", "N")
@@ -128,6 +172,7 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
         raise ValueError(f"a must be a CUDA tensor, got device {a.device}")
     if c is not None and (_overlap(c, a) or _overlap(c, b)):
         raise ValueError("c must not overlap a or b in memory (the kernel writes c while reading them)")
-    return Problem(M, N, K, lda, ldb, ldc, allowed[a.dtype], layout)
+    flags = check_scales(M, N, a, scale_a, scale_b) if scaled else (0, 0)
+    return Problem(M, N, K, lda, ldb, ldc, allowed[a.dtype], layout, *flags)
 
 

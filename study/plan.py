@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .registry import FAMILIES, PRECISIONS, all_stages, find
+from .registry import FAMILIES, PRECISIONS, SCALED, all_stages, find
 
 SQUARES = (256, 512, 1000, 1024, 2048, 4095, 4096, 8192)      # 1000 and 4095: ragged sizes
 TOKENS = (16, 128, 2048)                                       # M of a transformer layer
@@ -21,7 +21,25 @@ QUICK_SQUARES = (1024, 4096)                  # --quick: the headline size, a mi
 QUICK_LAYERS = ((16, 4096, 4096),)            # one decode-like layer (CUDA-graph timed)
 # --quick leaves out bf16: it runs the same stages as fp16 (s10-s13), so every stage still shows.
 QUICK_PRECISIONS = ("fp32", "tf32", "fp16")
-PLAN_FAMILIES = FAMILIES + ("cublas",)
+BASELINE_FAMILIES = ("cublas", "inductor")      # kernels named by precision, timed beside the stages
+PLAN_FAMILIES = FAMILIES + BASELINE_FAMILIES
+# fp8 (SCALED): every kernel in both scalings (scales per tensor, or per row of A / column of B),
+# cuBLAS with fast accumulation off (the baseline) and on; the stages' fast-accumulation
+# configurations (kind FAST_ACCUM) at the K sweep (error vs K) and the ladder sizes only.
+FP8_SCALINGS = ("tensor", "row")
+FAST_ACCUM = "fast_accum"                      # Entry.kind of an fp8 kernel run without promotion
+FAST_ACCUM_NOTE = "fast accumulation: one FP8 accumulate chain over all of K (no promotion into fp32)"
+FP8_K_SWEEP = (256, 512, 1024, 2048, 4096, 8192, 16384)   # K at M = N = FP8_K_SWEEP_MN, set "ksweep"
+FP8_K_SWEEP_MN = 1024
+FP8_FAST_SQUARES = (4096, 8192)                # the ladder sizes (tables.TABLE_SIZES)
+# Inductor's autotuned Triton GEMM (max-autotune, Triton templates): a second baseline, NT. Its
+# autotune costs ~10 s per shape on an H100 (cached on disk after), so it is timed only here:
+INDUCTOR_PRECISIONS = ("fp16", "bf16", "fp8")
+INDUCTOR_SQUARES = (4096, 8192)
+INDUCTOR_TOKENS = (1, 16, 128)                 # decode-like M against each of WEIGHTS
+INDUCTOR_SHAPES = tuple([(n, n, n) for n in INDUCTOR_SQUARES] + [(m, n, k) for m in INDUCTOR_TOKENS
+                                                                for n, k in WEIGHTS])
+INDUCTOR_FP8_SHAPES = tuple((n, n, n) for n in INDUCTOR_SQUARES)
 FINDING_NN = "issue 6: header layout NT, measured here with a row-major B (NN)"
 PROFILE_SIZE = 4096                           # Nsight Compute profiles each kernel at this n^3
 RAGGED_MULTIPLE = 128                         # a size that is not a multiple of this is ragged
@@ -74,7 +92,7 @@ def group_shapes(precision: str, entries: list, shapes: list, explicit: bool = F
     out = {}
     for e in entries:
         keep = explicit or (precision in DECODE_PRECISIONS and e.layout == DECODE_LAYOUT)
-        out[e.label] = [s for s in shapes if keep or not is_decode_only(s)]
+        out[e.label] = [s for s in shapes if (keep or not is_decode_only(s)) and runs_at(e, s)]
     return out
 
 
@@ -129,16 +147,57 @@ def stage_stems(names) -> list:
 class Entry:
     """One kernel of a precision group as the study times it."""
 
-    family: str       # "cuda", "triton", "cublas" or "user"
-    stage: str        # stem, "cublas", or the user's name
+    family: str       # "cuda", "triton", "cublas", "inductor" or "user"
+    stage: str        # stem, "cublas", "inductor", or the user's name
     precision: str
     layout: str
-    kind: str = "stage"   # "stage", "baseline" or "finding"
+    kind: str = "stage"   # "stage", "baseline", "finding" or FAST_ACCUM (fp8 without promotion)
     note: str = ""
+    scaling: str = ""     # fp8: "tensor" or "row" (FP8_SCALINGS); "" for the other precisions
 
     @property
     def label(self) -> str:
-        return f"{self.family}:{self.stage}:{self.precision}:{self.layout}"
+        tail = (f":{self.scaling}" if self.scaling else "") + (f":{self.kind}" if self.kind == FAST_ACCUM else "")
+        return f"{self.family}:{self.stage}:{self.precision}:{self.layout}{tail}"
+
+
+def runs_at(entry: Entry, shape: Shape) -> bool:
+    """Whether the sweep times `entry` at `shape`: Inductor only at INDUCTOR_SHAPES (fp8:
+    INDUCTOR_FP8_SHAPES), an fp8 stage's fast-accumulation variant only at the K sweep and the
+    FP8_FAST_SQUARES; every other kernel at every shape of its group."""
+    mnk = (shape.M, shape.N, shape.K)
+    if entry.family == "inductor":
+        return mnk in (INDUCTOR_FP8_SHAPES if entry.precision in SCALED else INDUCTOR_SHAPES)
+    if entry.kind == FAST_ACCUM and entry.family in FAMILIES:
+        return shape.set == "ksweep" or mnk in {(n, n, n) for n in FP8_FAST_SQUARES}
+    return True
+
+
+def with_k_sweep(precision: str, shapes: list, defaults: bool) -> list:
+    """The shapes of one precision group: `shapes`, plus (fp8, default shapes only) the K sweep at
+    M = N = FP8_K_SWEEP_MN (error vs K), leaving out sizes already in `shapes`."""
+    if precision not in SCALED or not defaults:
+        return list(shapes)
+    have = {(s.M, s.N, s.K) for s in shapes}
+    n = FP8_K_SWEEP_MN
+    return _ordered(list(shapes) + [Shape(n, n, k, "ksweep") for k in FP8_K_SWEEP if (n, n, k) not in have])
+
+
+def _scaled_entries(s, p: str) -> list:
+    """An fp8 stage in both scalings, promoted (its default) and with fast accumulation."""
+    return ([Entry(s.family, s.stem, p, s.layout, scaling=sc) for sc in FP8_SCALINGS]
+            + [Entry(s.family, s.stem, p, s.layout, FAST_ACCUM, FAST_ACCUM_NOTE, sc) for sc in FP8_SCALINGS])
+
+
+def _baselines(family: str, p: str, layouts) -> list:
+    """cuBLAS (or Inductor) of a precision group in each layout; fp8: NT in both scalings, and
+    cuBLAS with fast accumulation too."""
+    if p not in SCALED:
+        return [Entry(family, family, p, lay, "baseline") for lay in layouts]
+    out = [Entry(family, family, p, "NT", "baseline", scaling=sc) for sc in FP8_SCALINGS]
+    if family == "cublas":
+        out += [Entry(family, family, p, "NT", FAST_ACCUM, FAST_ACCUM_NOTE, sc) for sc in FP8_SCALINGS]
+    return out
 
 
 def plan(precisions=PRECISIONS, families=None, stages=None) -> dict:
@@ -155,12 +214,18 @@ def plan(precisions=PRECISIONS, families=None, stages=None) -> dict:
                 continue
             if stages and not {s.stem, s.short, s.slug} & set(stages):
                 continue
+            if p in SCALED:
+                entries += _scaled_entries(s, p)
+                continue
             entries.append(Entry(s.family, s.stem, p, s.layout))
             if s.family == "triton" and p == "tf32" and s.layout == "NT":
                 entries.append(Entry(s.family, s.stem, p, "NN", "finding", FINDING_NN))
+        picked = bool(entries)
         if not families or "cublas" in families:
             layouts = sorted({"NN"} | {e.layout for e in entries})
-            entries = [Entry("cublas", "cublas", p, lay, "baseline") for lay in layouts] + entries
+            entries = _baselines("cublas", p, layouts) + entries
+        if p in INDUCTOR_PRECISIONS and (not families or "inductor" in families) and (picked or not stages):
+            entries = entries + _baselines("inductor", p, ["NT"])
         if entries:
             out[p] = entries
     return out
@@ -178,8 +243,8 @@ def select(quick=False, families=(), stages=(), precisions=(), shapes=()) -> tup
     except ValueError as exc:
         raise ValueError(f"stages: {exc}") from None
     groups = plan(precisions or (QUICK_PRECISIONS if quick else PRECISIONS), families or None, stems)
-    picked = [e for es in groups.values() for e in es if e.kind != "baseline"]
-    if (stems or (families and "cublas" not in families)) and not picked:
+    picked = [e for es in groups.values() for e in es if e.family not in BASELINE_FAMILIES]
+    if (stems or (families and not set(BASELINE_FAMILIES) & set(families))) and not picked:
         given = " ".join(f"{k} {' '.join(map(str, v))}" for k, v in (("families", families), ("stages", stages),
                                                                     ("precisions", precisions)) if v)
         raise ValueError(f"nothing to measure: no stage matches {given}")

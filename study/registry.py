@@ -36,7 +36,12 @@ STATE_ROOT = (PACKAGE_PARENT if IN_CHECKOUT else
 REPORTS_ROOT = PACKAGE_PARENT / "reports" if IN_CHECKOUT else Path.cwd() / "reports"
 
 FAMILIES = ("cuda", "triton")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# Precisions whose operands carry scales (C = alpha * (Sa A) @ (B Sb) + beta * C): fp8 is e4m3
+# A and B with fp32 scales per tensor or per row of A / column of B; its output type is the
+# Dtype line's "<out> out" (one of SCALED_OUT), not the input type.
+SCALED = ("fp8",)
+SCALED_OUT = ("bf16", "fp16")
 LAYOUTS = ("NN", "NT")
 ARCHES = ("sm_80+", "sm_90a")
 KEYS = ("Change", "Why", "Expect", "Limits", "Dtype", "Arch", "Layout", "Pair")
@@ -88,6 +93,11 @@ class Stage:
         """Non-blank lines of the stage file (comments included: they are part of the lesson)."""
         return sum(1 for line in self.path.read_text().splitlines() if line.strip())
 
+    @property
+    def out(self) -> str:
+        """The output precision the Dtype line names ("bf16" in "fp8 in / fp32 acc / bf16 out")."""
+        return out_precision(self.dtype)
+
     def min_capability(self) -> tuple:
         return (9, 0) if self.arch == "sm_90a" else (8, 0)
 
@@ -108,6 +118,12 @@ def _interpreting() -> bool:
     import os
 
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def out_precision(dtype: str) -> str:
+    """The "<out> out" word of a Dtype line ("" if it names none)."""
+    m = re.search(r"/\s*([a-z0-9]+)\s+out\s*$", dtype)
+    return m.group(1) if m else ""
 
 
 def _header_text(path: Path) -> str:
@@ -171,6 +187,9 @@ def parse_header(path: Path, family: str) -> Stage:
     bad = [p for p in precisions if p not in PRECISIONS]
     if not precisions or bad:
         raise HeaderError(f"{path}: Dtype must start with precisions from {PRECISIONS}, got {precs!r}")
+    if set(precisions) & set(SCALED) and (len(precisions) > 1 or out_precision(fields["Dtype"]) not in SCALED_OUT):
+        raise HeaderError(f"{path}: a scaled precision ({', '.join(SCALED)}) stands alone in Dtype and names "
+                          f"its output, one of {SCALED_OUT} ('fp8 in / fp32 acc / bf16 out'), got {fields['Dtype']!r}")
     if fields["Arch"] not in ARCHES:
         raise HeaderError(f"{path}: Arch must be one of {ARCHES}, got {fields['Arch']!r}")
     if fields["Layout"] not in LAYOUTS:
@@ -199,7 +218,7 @@ def all_stages(family: str | None = None) -> list:
 def find(family: str, name) -> Stage:
     """The stage of `family` named by "s04", "04", 4, "s04_vectorized" or "vectorized"."""
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES + ('cublas',)}, got {family!r}")
+        raise ValueError(f"family must be one of {FAMILIES + ('cublas', 'inductor')}, got {family!r}")
     stages = all_stages(family)
     key = str(name).strip().lower()
     if isinstance(name, int) or key.isdigit():

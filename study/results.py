@@ -16,7 +16,7 @@ import pandas as pd
 from .registry import REPORTS_ROOT
 
 REPORTS = REPORTS_ROOT
-RESULT_COLUMNS = ["gpu", "family", "stage", "kind", "dtype", "layout", "M", "N", "K", "shape_set",
+RESULT_COLUMNS = ["gpu", "family", "stage", "kind", "dtype", "layout", "scaling", "M", "N", "K", "shape_set",
                   "ms_median", "ms_q1", "ms_q3", "reps", "graph", "tflops", "pct_cublas", "pct_roof",
                   "intensity", "intensity_source", "rel_err", "tol", "status", "reason", "warmup_s",
                   "sm_mhz", "power_w", "note"]
@@ -112,7 +112,7 @@ def status_label(row) -> str:
 def load(directory: Path) -> Data:
     directory = Path(directory)
     frames = {name: _read(directory / f"{name}.csv") for name in Data.TABLES}
-    for col in ("reason", "note"):
+    for col in ("reason", "note", "scaling"):   # scaling: fp8's "tensor" / "row", else ""
         if col in frames["results"]:
             frames["results"][col] = frames["results"][col].astype(object).fillna("")
     frames["results"] = not_measured_as_skipped(frames["results"])

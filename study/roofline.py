@@ -14,15 +14,19 @@ import math
 import numpy as np
 import pandas as pd
 
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+OUT_BYTES = {"fp8": 2}   # C's element size where it differs from the operands' (fp8 writes bf16)
 # Which measured ceiling bounds each precision's compute.
-COMPUTE_CEILING = {"fp32": "fp32_fma_chain", "tf32": "cublas_tf32", "fp16": "cublas_fp16", "bf16": "cublas_bf16"}
+COMPUTE_CEILING = {"fp32": "fp32_fma_chain", "tf32": "cublas_tf32", "fp16": "cublas_fp16", "bf16": "cublas_bf16",
+                   "fp8": "cublas_fp8"}
 BANDWIDTH_CEILING = "copy_bandwidth"
 # NVIDIA datasheets, dense (no sparsity), keyed by a part of the GPU's name: (label, values).
 # The H200 has the H100's SMs and clocks with faster memory.
 DATASHEET = {
-    "H100": ("H100 SXM5", {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "bandwidth": 3.35}),
-    "H200": ("H200 SXM", {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "bandwidth": 4.8}),
+    "H100": ("H100 SXM5", {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "fp8": 1979.0,
+                           "bandwidth": 3.35}),
+    "H200": ("H200 SXM", {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0, "fp8": 1979.0,
+                          "bandwidth": 4.8}),
 }
 
 
@@ -40,7 +44,7 @@ def datasheet(gpu: str) -> dict:
 
 def modelled_bytes(M: int, N: int, K: int, precision: str) -> int:
     """Compulsory DRAM traffic: A and B read once, C written once."""
-    return ELEMENT_BYTES[precision] * (M * K + K * N + M * N)
+    return ELEMENT_BYTES[precision] * (M * K + K * N) + OUT_BYTES.get(precision, ELEMENT_BYTES[precision]) * M * N
 
 
 def ceiling_values(ceilings: pd.DataFrame | None, gpu: str = "") -> dict:
@@ -48,7 +52,7 @@ def ceiling_values(ceilings: pd.DataFrame | None, gpu: str = "") -> dict:
     out = dict(datasheet(gpu))
     if ceilings is not None and len(ceilings):
         measured = ceilings[ceilings["source"] == "measured"]
-        by_name = dict(zip(measured["name"], measured["value"]))
+        by_name = {k: v for k, v in zip(measured["name"], measured["value"]) if pd.notna(v)}  # failed: datasheet
         for prec, name in COMPUTE_CEILING.items():
             if name in by_name:
                 out[prec] = float(by_name[name])
@@ -83,10 +87,15 @@ def annotate(results: pd.DataFrame, ceilings: pd.DataFrame | None = None,
         have = merged["dram_bytes"].to_numpy() > 0
         df.loc[have, "intensity"] = (fl[have] / merged["dram_bytes"].to_numpy()[have])
         df.loc[have, "intensity_source"] = "ncu"
-    base = df[(df["family"] == "cublas") & (df["status"] == "ok")]
-    base = base.set_index(["dtype", "layout", "M", "N", "K"])["tflops"]
+    # % of cuBLAS: against the cuBLAS baseline of the same precision, layout, shape and (fp8)
+    # scaling; never against cuBLAS's fast-accumulation fp8 (kind fast_accum, a variant)
+    sc = df["scaling"].fillna("").astype(str) if "scaling" in df else pd.Series("", index=df.index)
+    keyed = df.assign(_scaling=sc)
+    cols = ["dtype", "layout", "_scaling", "M", "N", "K"]
+    base = keyed[(keyed["family"] == "cublas") & (keyed["status"] == "ok") & (keyed["kind"] == "baseline")]
+    base = base.set_index(cols)["tflops"]
     base = base[~base.index.duplicated(keep="last")]
-    idx = pd.MultiIndex.from_frame(df[["dtype", "layout", "M", "N", "K"]])
+    idx = pd.MultiIndex.from_frame(keyed[cols])
     df["pct_cublas"] = 100.0 * df["tflops"].to_numpy() / base.reindex(idx).to_numpy()
     gpu = str(df["gpu"].iloc[0]) if "gpu" in df else ""
     ceil = ceiling_values(ceilings, gpu)

@@ -19,11 +19,11 @@ import pandas as pd
 
 from . import autotune, build, ceilings, device, environment, profile, report, resources, results, runner, tables
 from .measure import Settings
-from .plan import PROFILE_SIZE, Shape, group_shapes, select
+from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, group_shapes, select, with_k_sweep
 from .registry import find
 from .roofline import annotate
 
-RESULT_KEY = ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"]
+RESULT_KEY = ["family", "stage", "kind", "dtype", "layout", "scaling", "M", "N", "K"]
 
 
 @dataclass
@@ -85,7 +85,10 @@ def _progress(total: int, desc: str):
 
 
 def merge(old, new, key: list):
-    """Rows of `new`, plus the rows of `old` whose key `new` does not have (filtered runs)."""
+    """Rows of `new`, plus the rows of `old` whose key `new` does not have (filtered runs). A
+    table recorded before fp8 has no `scaling` column: its rows have scaling "" (none)."""
+    old, new = (d.assign(scaling=d["scaling"].fillna("") if "scaling" in d else "")
+                if d is not None and not d.empty and "scaling" in key else d for d in (old, new))
     if old is None or old.empty or not set(key) <= set(old.columns):
         return new
     if new is None or new.empty or not set(key) <= set(new.columns):
@@ -114,7 +117,8 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
     """Every precision group in its child processes; rows get the SM clock and board power
     sampled over their shape's timed rounds. explicit: the user named the shapes (every kernel
     at every one; else plan.group_shapes keeps the decode sweep to its kernels)."""
-    scope = {p: group_shapes(p, es, shapes, explicit) for p, es in groups.items()}
+    own = {p: with_k_sweep(p, shapes, not explicit) for p in groups}   # fp8: + its K sweep (error vs K)
+    scope = {p: group_shapes(p, es, own[p], explicit) for p, es in groups.items()}
     bar = _progress(sum(len(v) for sc in scope.values() for v in sc.values()), "measuring")
     got = {"rows": [], "resources": [], "autotune": [], "crashes": []}
 
@@ -123,7 +127,7 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
         bar.update(1)
     for prec, entries in groups.items():
         bar.set_description(f"measuring {prec}")
-        g = runner.run_group(prec, entries, shapes, settings, on_row=on_row, log_path=logs / f"bench_{prec}.log",
+        g = runner.run_group(prec, entries, own[prec], settings, on_row=on_row, log_path=logs / f"bench_{prec}.log",
                              explicit_shapes=explicit)
         for key in got:
             got[key] += getattr(g, key)
@@ -145,7 +149,10 @@ def _profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.DataFr
     at = res[(res["M"] == shape.M) & (res["N"] == shape.N) & (res["K"] == shape.K)
              & res["status"].isin(["ok", "wrong"])]
     keep = set(zip(at["family"], at["stage"], at["dtype"], at["layout"], at["kind"]))
-    pgroups = {p: [e for e in es if (e.family, e.stage, e.precision, e.layout, e.kind) in keep]
+    # fp8: one profile per kernel (per-tensor scales, promoted): the profile's key has neither
+    # scaling nor kind, and the other variants move the same bytes (their rows share it)
+    pgroups = {p: [e for e in es if (e.family, e.stage, e.precision, e.layout, e.kind) in keep
+                   and e.scaling in ("", "tensor") and e.kind != FAST_ACCUM]
                for p, es in groups.items()}
     pgroups = {p: es for p, es in pgroups.items() if es}
     if not pgroups:

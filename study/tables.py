@@ -12,10 +12,11 @@ import re
 
 import pandas as pd
 
-from .plan import is_ragged
+from .plan import FAST_ACCUM, is_ragged
 from .registry import PRECISIONS, all_stages
 from .resources import summary
 from .results import Data, checked_not_timed, load, recorded, status_label
+from .variants import BASELINE_FAMILIES, best_baselines, blocks, pct_best, scaled, scalings, tag
 
 TABLE_SIZES = (4096, 8192)
 
@@ -90,20 +91,45 @@ def _previous(results, fam, stage, precision, M, N, K):
 
 
 def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
-    """One row per stage of the precision group at n^3 (both families), then cuBLAS."""
+    """One row per stage of the precision group at n^3 (both families), then cuBLAS (and Inductor
+    where measured: then "% best baseline" columns, of the faster of the two). fp8: a block per
+    scaling, its stages promoted then with fast accumulation (labels "(tensor scales)", ...)."""
     res = data.results
     df = res[(res["dtype"] == precision) & (res["M"] == n) & (res["N"] == n) & (res["K"] == n)]
     if df.empty:
         return pd.DataFrame()
     meta = _stage_meta()
     summ = summary(data.resources).set_index(["family", "stage"]) if len(data.resources) else pd.DataFrame()
+    best = best_baselines(df)
     rows = []
-    for stage in sorted(df.loc[df["kind"] == "stage", "stage"].unique()):
+    for scaling, kind in blocks(df):   # one block, or fp8's (scaling, promoted / fast accumulation)
+        rows += _stage_rows(scaled(df, scaling), res, precision, n, meta, summ, scaling, kind, best)
+    for scaling, fam, kind, layout in [(s, f, k, lay) for s in scalings(df) for f in ("cublas", "inductor")
+                                       for k in ("baseline", FAST_ACCUM) for lay in ("NN", "NT")]:
+        r = _pick(scaled(df, scaling), family=fam, layout=layout, kind=kind)
+        if r is not None:
+            pct = "100%" if (fam, kind) == ("cublas", "baseline") else _cell(r, lambda r: f"{r['pct_cublas']:.0f}%")
+            name = f"{'cuBLAS' if fam == 'cublas' else 'Inductor'} {layout}{tag(scaling, kind)}"
+            rows.append({"stage": name, "CUDA TFLOP/s": _cell(r, lambda r: f"{r['tflops']:.1f}"), "CUDA % cuBLAS": pct,
+                         **({"CUDA % best baseline": pct_best(r, best, scaling)} if best else {}),
+                         "rel. err CUDA / Triton": _cell(r, lambda r: f"{r['rel_err']:.1e}")})
+    return pd.DataFrame(rows).astype(object).fillna("")
+
+
+def _stage_rows(df, res, precision, n, meta, summ, scaling, kind, best) -> list:
+    """The rows of one block of a ladder table: each stage, both families side by side."""
+    rows = []
+    for stage in sorted(df.loc[(df["kind"] == kind) & ~df["family"].isin(BASELINE_FAMILIES), "stage"].unique()):
         cells = {}
         for fam in ("cuda", "triton"):
-            r = _pick(df, family=fam, stage=stage, kind="stage")
-            prev = _previous(res, fam, stage, precision, n, n, n) if r is not None and r["status"] == "ok" else None
-            speed = f"{r['tflops'] / prev['tflops']:.2f}x {prev['stage'][:3]}" if prev is not None else ""
+            r = _pick(df, family=fam, stage=stage, kind=kind)
+            ok = r is not None and r["status"] == "ok"
+            if kind == FAST_ACCUM:   # against the same stage promoted
+                prev = _pick(df, family=fam, stage=stage, kind="stage", status="ok") if ok else None
+                speed = f"{r['tflops'] / prev['tflops']:.2f}x promoted" if prev is not None else ""
+            else:
+                prev = _previous(res, fam, stage, precision, n, n, n) if ok else None
+                speed = f"{r['tflops'] / prev['tflops']:.2f}x {prev['stage'][:3]}" if prev is not None else ""
             res_txt = ""
             # Lines of code as recorded with the measurement (the file may have changed since).
             loc = meta[(fam, stage)].lines_of_code if (fam, stage) in meta else ""
@@ -118,22 +144,20 @@ def ladder_table(data: Data, precision: str, n: int) -> pd.DataFrame:
                 speed=speed, err=(f"{r['rel_err']:.1e}" if checked_not_timed(r) else _cell(r, lambda r: f"{r['rel_err']:.1e}"))
                 if r is not None else "",
                 res=res_txt if r is not None else "", loc=loc if r is not None else "",
-                expect=expect if r is not None else "")
+                expect=expect if r is not None else "", best=pct_best(r, best, scaling))
         c, t = cells["cuda"], cells["triton"]
+        both_best = {"CUDA % best baseline": c["best"], "Triton % best baseline": t["best"]} if best else {}
         rows.append({
-            "stage": stage, "CUDA TFLOP/s": c["tf"], "CUDA % cuBLAS": c["pct"], "CUDA speedup": c["speed"],
-            "Triton TFLOP/s": t["tf"], "Triton % cuBLAS": t["pct"], "Triton speedup": t["speed"],
+            "stage": stage + tag(scaling, kind), "CUDA TFLOP/s": c["tf"], "CUDA % cuBLAS": c["pct"],
+            **{k: v for k, v in both_best.items() if k.startswith("CUDA")}, "CUDA speedup": c["speed"],
+            "Triton TFLOP/s": t["tf"], "Triton % cuBLAS": t["pct"],
+            **{k: v for k, v in both_best.items() if k.startswith("Triton")}, "Triton speedup": t["speed"],
             "Expect (header, first sentence; CUDA / Triton)": " / ".join(x for x in (c["expect"], t["expect"]) if x),
             "rel. err CUDA / Triton": f"{c['err']} / {t['err']}",
             "regs / smem / spill B (CUDA; Triton)": "; ".join(x for x in (c["res"], t["res"]) if x),
             "LOC CUDA / Triton": f"{c['loc']} / {t['loc']}",
         })
-    for layout in ("NN", "NT"):
-        r = _pick(df, family="cublas", layout=layout)
-        if r is not None:
-            rows.append({"stage": f"cuBLAS {layout}", "CUDA TFLOP/s": _cell(r, lambda r: f"{r['tflops']:.1f}"),
-                         "CUDA % cuBLAS": "100%", "rel. err CUDA / Triton": _cell(r, lambda r: f"{r['rel_err']:.1e}")})
-    return pd.DataFrame(rows).astype(object).fillna("")
+    return rows
 
 
 def clock_note(data: Data, precision: str, n: int) -> str:
@@ -180,7 +204,8 @@ def headline_table(data: Data | None = None, n: int = 4096) -> str:
         df = res[(res["dtype"] == prec) & (res["M"] == n) & (res["N"] == n) & (res["K"] == n)]
         if df.empty:
             continue
-        cb = {lay: _pick(df, family="cublas", layout=lay) for lay in ("NN", "NT")}
+        df = scaled(df, scalings(df)[0])   # fp8: per-tensor scales
+        cb = {lay: _pick(df, family="cublas", layout=lay, kind="baseline") for lay in ("NN", "NT")}
         for stage in sorted(df.loc[df["kind"] == "stage", "stage"].unique()):
             cell = {}
             for fam in ("cuda", "triton"):

@@ -43,6 +43,24 @@ A kernel that drops one K tile of 32 at K = 1000 is off by
 sqrt(32/1000) = 0.18; one that drops a single k step is off by 1/sqrt(K) = 0.032 / 0.0078;
 all fail (tests/test_broken.py proves it with deliberately broken kernels).
 
+fp8 (e4m3 A and B with fp32 scales, bf16 output). The reference is the fp64 product of the
+dequantised operands (e4m3 value * scale, exact in fp64), so quantisation is no error of the
+kernel's. e4m3 products (4-bit significands) are exact; the scales are applied in fp32 in the
+epilogue (a few fp32 roundings, inside the fp32 terms). What remains is the accumulator: FP8
+wgmma adds its products into a chain that keeps only ~14 significant bits (DeepSeek-V3 report,
+sec. 3.3.2: "around 14 bits" on H800), truncating at each k-step of K0_FP8 = 32 products. We take
+u_chain = FP8_U_CHAIN = 2^-13 (a factor 2 over 14 bits, for the alignment to the step's largest
+addend) and the tensor-core truncation model above: u_chain * L / (K0_FP8 * sqrt(3)) for a chain
+of L products. Promoted accumulation (s15 config 0, cuBLAS without fast accumulation) restarts the
+chain every FP8_PROMOTE = 128 products and adds it into fp32 (L = min(K, 128): 2.8e-4, independent
+of K; the chunks' errors add as a random walk, like their sums); fast accumulation chains over all
+of K (L = K: 2.3e-3 at K = 1000, 3.7e-2 at 16384), a separate bound (`fast_accum=True`). Plus fp32
+summation of the promoted partials and one bf16 output rounding: bound("fp8", 1000) = 7.6e-3.
+A dropped K tile of 128 at K = 1000 is off by 0.36, one k-step of 32 by 0.18: both fail (the fast
+bound too, 1.3e-2 at K = 1000; at K = 16384 its 0.12 no longer catches a lost 128-tile, 0.088).
+Elementwise, each truncating step errs by at most 2 u_chain |partial| <= 2 u_chain (|A||B|)_ij:
+gamma gains 2 u_chain L / K0_FP8 (9.8e-4 promoted) and 3 u for the scale multiplies.
+
 The Frobenius norm dilutes a few wrong elements in a large matrix, so a second, elementwise
 check bounds every element by the probabilistic dot-product bound of Higham and Mary (2019):
 |c_ij - ref_ij| <= lambda * sqrt(K) * u_acc * (|A||B|)_ij + input and output terms, lambda = 5.
@@ -54,15 +72,20 @@ import math
 import torch
 
 # Unit roundoff of each precision's operands as the kernel multiplies them.
-U_IN = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
-# Unit roundoff of the stored output: fp32 stages (and tf32) write fp32, half stages their dtype.
-U_OUT = {"fp32": 2.0**-24, "tf32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
+U_IN = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8, "fp8": 2.0**-4}
+# Unit roundoff of the stored output: fp32 stages (and tf32) write fp32, half stages their dtype,
+# fp8 bf16 (an fp16 output is held to the looser bf16 bound).
+U_OUT = {"fp32": 2.0**-24, "tf32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8, "fp8": 2.0**-8}
 U_ACC = 2.0**-24          # every kernel accumulates in fp32
 TENSOR_CORE = {"tf32", "fp16", "bf16"}
 K0 = 4                    # products per truncating tensor-core addition (smallest seen: V100)
 SAFETY = 3.0              # Frobenius norm: multiple of the RMS estimate
 LAMBDA = 5.0              # elementwise: Higham-Mary probabilistic bound's lambda
-OUT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+OUT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+             "fp8": torch.bfloat16}
+FP8_U_CHAIN = 2.0**-13    # unit roundoff of FP8 wgmma's accumulate chain (~14 bits kept, truncated)
+K0_FP8 = 32               # e4m3 products per wgmma k-step: one truncating addition each
+FP8_PROMOTE = 128         # products per chain before promotion into fp32 (s15's BK; cuBLAS alike)
 
 
 def _check_precision(precision: str):
@@ -77,27 +100,36 @@ def _input_term(precision: str, inputs_rounded: bool) -> float:
     return math.sqrt(2.0) * 2.0 * U_IN["tf32"] / math.sqrt(3.0)   # two truncated operands
 
 
-def _accumulation_term(precision: str, K: int) -> float:
-    """RMS relative error of summing K products in fp32 (plus tensor-core truncation)."""
+def fp8_chain(K: int, fast_accum: bool) -> int:
+    """Products per FP8 accumulate chain: all of K with fast accumulation, else FP8_PROMOTE."""
+    return max(K, 1) if fast_accum else min(max(K, 1), FP8_PROMOTE)
+
+
+def _accumulation_term(precision: str, K: int, fast_accum: bool = False) -> float:
+    """RMS relative error of summing K products in fp32 (plus tensor-core truncation; for fp8 the
+    truncating chains of ~14 bits, promoted into fp32 unless fast_accum)."""
     term = U_ACC * math.sqrt(max(K, 1) / 3.0)
-    if precision in TENSOR_CORE:
+    if precision == "fp8":
+        term += FP8_U_CHAIN * fp8_chain(K, fast_accum) / (K0_FP8 * math.sqrt(3.0))
+    elif precision in TENSOR_CORE:
         term += U_ACC * max(K, 1) / (K0 * math.sqrt(3.0))
     return term
 
 
-def bound(precision: str, K: int, *, inputs_rounded: bool = False) -> float:
+def bound(precision: str, K: int, *, inputs_rounded: bool = False, fast_accum: bool = False) -> float:
     """Relative Frobenius error bound ||C - C_ref||_F / ||C_ref||_F for a K-deep product.
 
     inputs_rounded: the operands are already representable in the precision (tf32 inputs
-    pre-rounded with round_inputs()), so the kernel's own operand rounding is exact."""
+    pre-rounded with round_inputs()), so the kernel's own operand rounding is exact.
+    fast_accum (fp8 only): one FP8 accumulate chain over all of K, no promotion into fp32."""
     _check_precision(precision)
     if K < 1:
         raise ValueError(f"K must be >= 1, got {K}")
     out = U_OUT[precision] / math.sqrt(3.0)
-    return SAFETY * (_input_term(precision, inputs_rounded) + _accumulation_term(precision, K) + out)
+    return SAFETY * (_input_term(precision, inputs_rounded) + _accumulation_term(precision, K, fast_accum) + out)
 
 
-def max_elem_bound(precision: str, K: int, *, inputs_rounded: bool = False) -> tuple:
+def max_elem_bound(precision: str, K: int, *, inputs_rounded: bool = False, fast_accum: bool = False) -> tuple:
     """(gamma, u_out): every element must satisfy
     |c - ref| <= gamma * scale + u_out * |ref|, scale = |alpha| (|A||B|) + |beta| |C0|.
 
@@ -110,6 +142,8 @@ def max_elem_bound(precision: str, K: int, *, inputs_rounded: bool = False) -> t
     gamma = LAMBDA * math.sqrt(max(K, 1)) * U_ACC + 2 * U_ACC
     if precision == "tf32" and not inputs_rounded:
         gamma += 4.0 * U_IN["tf32"]
+    if precision == "fp8":   # each truncating k-step: <= 2 u_chain (|A||B|)_ij; scale multiplies
+        gamma += 2.0 * FP8_U_CHAIN * fp8_chain(K, fast_accum) / K0_FP8 + 3 * U_ACC
     return gamma, 2.0 * U_OUT[precision]
 
 
@@ -177,9 +211,9 @@ def nonfinite_mismatch(out, ref) -> int:
     return int((~(same_nan & same_inf)).sum())
 
 
-def max_elem_violations(out, ref, scale, precision: str, K: int, *, inputs_rounded=False) -> tuple:
+def max_elem_violations(out, ref, scale, precision: str, K: int, *, inputs_rounded=False, fast_accum=False) -> tuple:
     """(number of elements past the elementwise bound, worst ratio error / allowed)."""
-    gamma, u_out = max_elem_bound(precision, K, inputs_rounded=inputs_rounded)
+    gamma, u_out = max_elem_bound(precision, K, inputs_rounded=inputs_rounded, fast_accum=fast_accum)
     o, r = out.double(), ref.double()
     finite = torch.isfinite(r) & torch.isfinite(scale)
     allowed = gamma * scale + u_out * r.abs() + torch.finfo(torch.float64).tiny
@@ -190,8 +224,9 @@ def max_elem_violations(out, ref, scale, precision: str, K: int, *, inputs_round
 
 
 def check(out, a, b, c0=None, alpha=1.0, beta=0.0, precision: str = "fp32", *,
-          inputs_rounded: bool = False, ref=None, what: str = "") -> float:
-    """Assert that `out` is a correct alpha * A @ B + beta * C0 (c0: C before the call).
+          inputs_rounded: bool = False, fast_accum: bool = False, ref=None, what: str = "") -> float:
+    """Assert that `out` is a correct alpha * A @ B + beta * C0 (c0: C before the call). For fp8
+    pass the dequantised operands (study.fp8.dequantize) as a and b.
 
     Checks: NaN/Inf pattern equal to the reference's, relative Frobenius error within bound(),
     every element within the elementwise bound. Returns the relative error; AssertionError
@@ -208,12 +243,13 @@ def check(out, a, b, c0=None, alpha=1.0, beta=0.0, precision: str = "fp32", *,
         raise AssertionError(f"{tag}{bad} of {out.numel()} elements differ from the reference in "
                              f"NaN/Inf ({n_nan} NaN in the output: unwritten or poisoned elements?)")
     err = rel_error(out, ref)
-    lim = bound(precision, K, inputs_rounded=inputs_rounded)
+    lim = bound(precision, K, inputs_rounded=inputs_rounded, fast_accum=fast_accum)
     if not err <= lim:
         raise AssertionError(f"{tag}relative Frobenius error {err:.3e} > bound {lim:.3e} "
                              f"({precision}, K={K})")
     scale = abs_scale(a, b, c0, alpha, beta)
-    n, worst = max_elem_violations(out, ref, scale, precision, K, inputs_rounded=inputs_rounded)
+    n, worst = max_elem_violations(out, ref, scale, precision, K, inputs_rounded=inputs_rounded,
+                                   fast_accum=fast_accum)
     if n:
         idx = int(torch.argmax(((out.double() - ref).abs() / (scale + 1e-300)).nan_to_num(0)).item())
         i, j = divmod(idx, out.shape[1])

@@ -19,7 +19,7 @@ def test_binding_declares_every_precision(stage):
     assert "torch" not in src, "the binding must not include torch headers (35 s of compile each)"
     for prec in stage.precisions:
         assert f'm.def("launch_{prec}"' in src and f'm.def("check_{prec}"' in src
-        assert f"gemm::Problem<{binding.CTYPE[prec]}>" in src
+        assert binding.problem_type(stage, prec) in src   # gemm::Problem<T>; fp8: gemm::ScaledProblem<OutT>
     assert ('m.def("configs"' in src) == binding.has_configs(stage)
 
 

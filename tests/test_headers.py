@@ -177,3 +177,17 @@ def test_triton_file_contract(family, path):
         assert name.startswith(path.stem) and name.endswith("_kernel"), \
             f"{path.name}: kernel {name} must be named {path.stem}_kernel or {path.stem}_<role>_kernel"
     assert not (TRITON_DIR / "__init__.py").exists(), "triton_kernels/ must not be a package"
+
+
+@pytest.mark.parametrize("family,path", FILE_PARAMS)
+def test_scaled_precision_names_its_output(family, path):
+    """A scaled precision (fp8) stands alone in Dtype and names its output type (bf16 or fp16):
+    the generated binding and C's dtype come from it; a pair agrees on it."""
+    s = parse_header(path, family)
+    if not set(s.precisions) & set(registry.SCALED):
+        return
+    assert s.precisions == ("fp8",) and s.out in registry.SCALED_OUT, f"{path.name}: Dtype {s.dtype!r}"
+    assert s.layout == "NT", f"{path.name}: FP8 tensor cores read K-major A and B only (layout NT)"
+    if not s.pair.startswith("none"):
+        other = parse_header(ROOT / s.pair, "triton" if family == "cuda" else "cuda")
+        assert other.out == s.out, f"{s.stem}: the pair disagrees on the output type ({s.out} vs {other.out})"

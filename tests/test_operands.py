@@ -212,3 +212,19 @@ def test_autotune_key_separates_the_copy_paths():
     assert key(4096, ld=4098).endswith(" unaligned")
     assert key(4096, offset=1).endswith(" unaligned")  # a 4-byte aligned base pointer
     assert key(4095, ld=4096) == key(4096)  # padded rows: the 16-byte kernel, K and N tails predicated
+
+
+def test_fp8_and_inductor_lookup_errors():
+    """fp8 and Inductor names: wrong layout, fast accumulation asked of a non-fp8 kernel, and a
+    scale given to a kernel of another precision are refused before anything runs."""
+    with pytest.raises(ValueError, match=r"^family must be one of .*'inductor'"):
+        study.kernel("opencl", "s01")
+    with pytest.raises(ValueError, match=r"^layout: cublas fp8 takes NT only"):
+        study.kernel("cublas", "fp8", layout="NN")
+    with pytest.raises(ValueError, match=r"^layout: inductor fp8 takes NT only"):
+        study.kernel("inductor", "fp8", layout="NN")
+    with pytest.raises(ValueError, match=r"^fast_accum: only fp8"):
+        study.kernel("cublas", "bf16", fast_accum=True)
+    with pytest.raises(ValueError, match=r"^scale_b: only fp8 kernels take scales"):
+        check_operands(F32, "NN", t(3, 4), t(4, 5), None, allow_cpu=True, scale_b=torch.ones(()))
+    assert "fp8" in study.operands.DTYPES and tolerance.bound("fp8", 1000) < tolerance.bound("fp8", 1000, fast_accum=True)

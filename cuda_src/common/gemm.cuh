@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 namespace gemm {
 
@@ -33,6 +34,33 @@ struct Problem {
   int M, N, K;
   int lda, ldb, ldc;
   float alpha, beta;
+};
+
+// Scaled FP8 GEMM (s15): C = alpha * (Sa A) @ (B Sb) + beta * C, A and B e4m3, C of type OutT
+// (__nv_bfloat16 or __half). The fp32 scales dequantise the operands:
+//   scale_a: device pointer to 1 float (per tensor) or, with scale_a_per_row, M floats,
+//            scale_a[m] for row m of A (contiguous);
+//   scale_b: 1 float or, with scale_b_per_col, N floats, scale_b[n] for column n of B (= row n
+//            of the [N][K] tensor B is the transposed view of; contiguous).
+// Layout NT only (FP8 wgmma reads K-major operands only): A [M][K] at A[m * lda + k], B [N][K] at
+// B[n * ldb + k], C [M][N] at C[m * ldc + n]. The scales stay on the device (no host sync);
+// the kernel reads them in its epilogue. Other rules as Problem (M, N, K >= 1; beta == 0 never
+// reads C). A stage implements, per OutT:
+//   const char* unsupported(const gemm::ScaledProblem<OutT>& p);
+//   cudaError_t launch(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream);
+//   cudaError_t launch(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream, int config);
+template <typename OutT>
+struct ScaledProblem {
+  const __nv_fp8_e4m3* A;
+  const __nv_fp8_e4m3* B;
+  OutT* C;
+  int M, N, K;
+  int lda, ldb, ldc;
+  float alpha, beta;
+  const float* scale_a;
+  const float* scale_b;
+  int scale_a_per_row;  // 0: scale_a[0] for all rows; 1: scale_a[m]
+  int scale_b_per_col;  // 0: scale_b[0] for all columns; 1: scale_b[n]
 };
 
 // Integer ceiling division, for grid sizes.

@@ -1,0 +1,181 @@
+"""s15_fp8: FP8 e4m3 tl.dot over tensor descriptors, scales in the epilogue
+
+Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes), tl.dot(..., max_num_imprecise_acc=BLOCK_K):
+        each K block's wgmma sum is added into the fp32 accumulator; scales in the epilogue.
+Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
+        chain. Triton 3.6's default on sm_90 (max_num_imprecise_acc = 2**30) chains over all of
+        K; capping it at BLOCK_K makes the compiler restart the chain per K block and fadd it
+        into the accumulator (fast_accum=True restores the default). Scales are one multiply
+        per element (per tensor) or a vector load per row / column.
+Expect: ~95% of cuBLAS FP8 (torch._scaled_mm, same scaling) at 4096^3 and 8192^3 (target; unmeasured)
+Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
+        1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
+        a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
+Dtype:  fp8 in / fp32 acc / bf16 out        Arch: sm_90a      Layout: NT
+Pair:   cuda_src/s15_fp8.cu
+Log:    docs/stages/s15_fp8.md
+"""
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile
+
+GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
+
+
+def _config(bm, bn, bk, stages, warps):
+    """A tile config: smem = stages * (bm + bn) * bk B (1-byte e4m3) + bm * bn * 2 B for C."""
+    assert bk <= 128, "BLOCK_K bytes must fit one 128-byte TMA swizzle row"
+    assert bm <= 256 and bn <= 256 and bm % 64 == 0 and bn % 8 == 0, "TMA box / wgmma tile limits"
+    assert stages * (bm + bn) * bk + bm * bn * 2 <= 227 * 1024, "ring + C tile must fit 227 KiB"
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
+                         num_stages=stages, num_warps=warps)
+
+
+# Warp-specialised (WS) tiles: num_warps=4 is the consumer side (Triton splits it into 2 wgmma
+# warpgroups of BLOCK_M / 2 rows). Promoted, each consumer thread holds the accumulator and
+# the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256.
+WS_CONFIGS = [
+    _config(128, 256, 128, 3, 4),   # 144 KiB ring + 64 KiB C: fast accumulation
+    _config(128, 128, 128, 4, 4),   # 128 KiB ring + 32 KiB C
+]
+# The flattened loop (C that TMA cannot store): 8 warps = 2 warpgroups of wgmma.
+FLAT_CONFIGS = [
+    _config(128, 256, 128, 3, 8),
+    _config(128, 128, 128, 4, 8),
+]
+
+
+def _prune(configs, named_args, **kwargs):
+    """The configs of the loop this call runs (WS is in the autotune key); promoted chains keep
+    a second accumulator, so they take only the 128x128 tiles. Interpreter: the first."""
+    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
+    if kwargs.get("PROMOTE"):
+        mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+    return autotune_prune(mine or configs, named_args, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index):
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _scratch(size, alignment, stream):
+    # Device-side descriptors live in a small global scratch buffer Triton asks for per launch.
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+@triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS,
+                 key=["M", "N", "K", "WS", "PROMOTE", "SA_ROW", "SB_COL"], restore_value=["c_ptr"],
+                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": _prune})
+@triton.jit
+def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, C_VEC: tl.constexpr,
+                   BETA_ZERO: tl.constexpr, WS: tl.constexpr, PROMOTE: tl.constexpr,
+                   SA_ROW: tl.constexpr, SB_COL: tl.constexpr):
+    # --- operand staging: TMA descriptors over A [M, K] and B stored [N, K], both K-major ----
+    # (FP8 wgmma reads only K-major smem operands); zero fill past M, N and K.
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [lda, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N, BLOCK_K])
+    if WS:
+        c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [ldc, 1], [BLOCK_M, BLOCK_N])
+
+    # --- tile assignment: persistent, grouped order (as s13) ---------------------------------
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WS, warp_specialize=WS):
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+
+        # --- loop over K: one TMA box of A and of B per step, e4m3 wgmma from smem ----------
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_steps):
+            a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
+            b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
+            if PROMOTE:   # a fresh wgmma chain per K block, added into acc in fp32
+                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+            else:         # one chain over all of K (Triton's sm_90 default)
+                acc = tl.dot(a, b.T, acc)
+
+        # --- epilogue: scales, alpha/beta in fp32, one rounding to C's dtype -----------------
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        if SA_ROW:   # [BLOCK_M] per-row scales of A
+            row = alpha * tl.load(sa_ptr + offs_m, mask=offs_m < M, other=0.0)
+        else:
+            row = tl.zeros((BLOCK_M,), tl.float32) + alpha * tl.load(sa_ptr)
+        if SB_COL:   # [BLOCK_N] per-column scales of B
+            out = acc * row[:, None] * tl.load(sb_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
+        else:        # per tensor: one multiply per element
+            out = acc * (row * tl.load(sb_ptr))[:, None]
+        if WS:   # C through a TMA load (beta != 0) and a TMA store
+            if not BETA_ZERO:
+                out += beta * c_desc.load([off_m, off_n]).to(tl.float32)
+            c_desc.store([off_m, off_n], out.to(c_ptr.dtype.element_ty))
+        else:    # masked pointer stores at any ldc
+            c_rows = offs_m * ldc
+            n_lim = tl.full((BLOCK_N,), N, tl.int32)
+            if C_VEC > 1:
+                c_rows = tl.multiple_of(c_rows, C_VEC)
+                n_lim = tl.multiple_of(n_lim, C_VEC)
+            c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
+            mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
+            if not BETA_ZERO:
+                out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
+            tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+
+
+def _tma_stores_c(c):
+    """C can be a TMA store target: 16-byte aligned base and row stride, unit column stride."""
+    return c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.stride(1) == 1
+
+
+def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
+    """c = alpha * (scale_a * a) @ (b * scale_b) + beta * c; a (M, K) e4m3 row-major, b the
+    (K, N) view of an (N, K) e4m3 tensor; scale_a fp32 of 1 or M elements, scale_b of 1 or N.
+    fast_accum: one wgmma chain over all of K (faster, less accurate)."""
+    M, K = a.shape
+    N = b.shape[1]
+    bt = b.t()   # (N, K) with unit stride along K: the tensor B was stored as
+    num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
+    alloc = triton.runtime._allocation
+    if not INTERPRET and alloc._allocator.get() is alloc._NULL_ALLOCATOR:
+        triton.set_allocator(_scratch)   # only where the caller has set none (per thread)
+
+    # Per-row / per-column scales take the flattened loop: warp-specialised, their vector loads
+    # in the epilogue gave wrong results on the H100 (rel. error ~0.2; Triton 3.6), the
+    # flattened loop is exact. Per-tensor scales are scalar loads and keep the WS loop.
+    vector_scales = scale_a.numel() > 1 or scale_b.numel() > 1
+
+    def grid(meta):   # persistent: never more programs than SMs or than tiles
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(num_sms, tiles),)
+
+    s15_fp8_kernel[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
+                         float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
+                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales,
+                         PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
+    return c
+
+
+def unsupported(a, b, c, scale_a=None, scale_b=None):
+    """None, or why this stage cannot run: TMA needs 16-byte aligned a and b and 16-byte rows
+    (16 e4m3 elements); scales are fp32, contiguous, of 1 element or one per row / column."""
+    for name, t, ld_name, ld in (("a", a, "lda", a.stride(0)), ("b", b, "ldb", b.stride(1))):
+        if t.data_ptr() % 16 != 0:
+            return f"{name} must be 16-byte aligned for TMA (data_ptr % 16 == {t.data_ptr() % 16})"
+        if ld % 16 != 0 and t.shape[0 if name == "a" else 1] > 1:
+            return (f"{ld_name} must be a multiple of 16 elements for TMA (16-byte row stride of "
+                    f"1-byte e4m3), got {ld}")
+    for name, s, n in (("scale_a", scale_a, a.shape[0]), ("scale_b", scale_b, b.shape[1])):
+        if s is None:
+            continue
+        if s.dtype != torch.float32 or not s.is_contiguous() or s.numel() not in (1, n):
+            return (f"{name} must be a contiguous fp32 tensor of 1 or {n} elements, got "
+                    f"{s.dtype} {tuple(s.shape)}")
+    return None
