@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .plan import DECODE_LAYOUT, DECODE_PRECISIONS, DECODE_TOKENS, WEIGHTS
+from .plan import DECODE_LAYOUT, DECODE_PRECISIONS, DECODE_TOKENS, TOKENS, WEIGHTS
 from .results import Data
 from .roofline import ceiling_values
 
@@ -26,7 +26,9 @@ def precisions(data: Data) -> list:
     res = data.results
     if not len(res) or not {"M", "dtype"} <= set(res.columns):
         return []
-    extra = res["M"].isin([m for m in DECODE_TOKENS if m not in (16, 128, 2048)])
+    weights = set(WEIGHTS)
+    on_weight = pd.Series([(n, k) in weights for n, k in zip(res["N"], res["K"])], index=res.index, dtype=bool)
+    extra = res["M"].isin([m for m in DECODE_TOKENS if m not in TOKENS]) & on_weight
     return [p for p in DECODE_PRECISIONS if ((res["dtype"] == p) & extra).any()]
 
 
