@@ -4,6 +4,13 @@ Kernels: every CUDA and Triton stage the registry finds, at every precision its 
 and cuBLAS at every precision (NN and NT). Test ids: family-stem-precision[-case].
 All comparisons go through gemm_checks (the same functions the tests of the tests use) and
 study.tolerance (the one tolerance policy).
+
+fp8 stages run every test here through the fp8-aware checks: each case at gemm_checks.variants()
+(K rounded up to 16-byte e4m3 rows, scales per tensor and per row/column, passed as keywords),
+C in the stage's output type, the dequantised fp64 reference and the bound of the kernel's
+accumulation (a CUDA stage's fast_accum configuration in test_every_config). cuBLAS and Inductor
+fp8, fast accumulation of every fp8 kernel, scale refusals and the study's own fp8 path are in
+test_gpu_fp8.py, not repeated here.
 """
 from __future__ import annotations
 
@@ -139,8 +146,10 @@ def _limits_refusal(k, exc):
 
 
 def run_checked(k, case, prec):
+    """Check a case (fp8: each of its gc.variants); a declared limit's refusal is a skip."""
     try:
-        return gc.check_case(k, case, prec, DEV)
+        for v in gc.variants(case, prec):
+            gc.check_case(k, v, prec, DEV)
     except ValueError as exc:
         _limits_refusal(k, exc)
 
@@ -166,7 +175,8 @@ def test_alpha_beta(kern):
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_integer_inputs_exact(kern):
     """Small integer inputs: every partial sum is exact, so the output must equal the reference
-    bit for bit (int_range keeps |C| inside the output format's exact integers)."""
+    bit for bit (int_range keeps |C| inside the output format's exact integers; fp8: integers
+    stored exactly in e4m3, power-of-two scales)."""
     k, prec, layout = kern
     for shape in [(127, 131, 257), (256, 256, 64)]:
         run_checked(k, gc.Case(*shape, ints=True, layout=layout), prec)
@@ -184,8 +194,10 @@ def test_seeds(kern):
 def test_deterministic(kern):
     k, prec, layout = kern
     try:
-        gc.check_deterministic(k, gc.Case(1000, 1000, 1000, layout=layout), prec, DEV, runs=3)
-        gc.check_deterministic(k, gc.Case(513, 769, 2049, beta=0.5, layout=layout), prec, DEV, runs=2)
+        for v in gc.variants(gc.Case(1000, 1000, 1000, layout=layout), prec):
+            gc.check_deterministic(k, v, prec, DEV, runs=3)
+        for v in gc.variants(gc.Case(513, 769, 2049, beta=0.5, layout=layout), prec):
+            gc.check_deterministic(k, v, prec, DEV, runs=2)
     except ValueError as exc:
         _limits_refusal(k, exc)
 
@@ -199,30 +211,37 @@ def test_nonfinite_propagate(kern):
         _limits_refusal(k, exc)
 
 
-def _operands(layout, prec, M=67, N=45, K=77, seed=5):
-    return gc.make_operands(gc.Case(M, N, K, seed=seed, layout=layout), prec, DEV)
+def _operands(layout, prec, M=67, N=45, K=77, seed=5, scaling=""):
+    """(a, b, c0, scales) of gc.make_operands; fp8 at the fitted shape (K to 16-byte rows)."""
+    M, N, K = gc.fit_shape((M, N, K), prec)
+    return gc.make_operands(gc.Case(M, N, K, seed=seed, layout=layout, scaling=scaling), prec, DEV)
 
 
-def _view_variants(layout, prec):
-    """(name, a, b, c): operands that are views: offset by one element (misaligned), padded
-    leading dimensions, a C inside a bigger buffer. Each must work or raise ValueError."""
-    M, N, K = 67, 45, 77
-    a, b, c0 = _operands(layout, prec)
+def _view_variants(layout, prec, scaling=""):
+    """(name, a, b, scales): operands that are views: offset by one element (misaligned), padded
+    leading dimensions (fp8 also by 16 elements, the 16 bytes its TMA rows need, so that views
+    run, not only get refused). Each must work or raise ValueError."""
+    a, b, c0, scales = _operands(layout, prec, scaling=scaling)
+    M, K = a.shape
+    N = b.shape[1]
     out = []
 
     def rnd(*shape):   # tf32 operands pre-rounded, as in gemm_checks.make_operands
         return tolerance.round_inputs(torch.randn(*shape, device=DEV), prec).to(DTYPES[prec])
-    big_a = rnd(M, K + 9)
-    out.append(("a-offset-by-one", big_a[:, 1:K + 1], b))
-    out.append(("a-padded-ld", big_a[:, :K], b))
-    if layout == "NN":
-        big_b = rnd(K, N + 9)
-        out.append(("b-offset-by-one", a, big_b[:, 1:N + 1]))
-        out.append(("b-padded-ld", a, big_b[:, :N]))
-    else:
-        big_w = rnd(N, K + 9)
-        out.append(("b-offset-by-one", a, big_w[:, 1:K + 1].t()))
-        out.append(("b-padded-ld", a, big_w[:, :K].t()))
+    for step, tag in [(1, ("-offset-by-one", "-padded-ld"))] + \
+            ([(16, ("-offset-by-16", "-padded-ld-16"))] if prec in gc.SCALED else []):
+        pad = 9 if step == 1 else step
+        big_a = rnd(M, K + pad)
+        out.append(("a" + tag[0], big_a[:, step:K + step], b, scales))
+        out.append(("a" + tag[1], big_a[:, :K], b, scales))
+        if layout == "NN":
+            big_b = rnd(K, N + pad)
+            out.append(("b" + tag[0], a, big_b[:, step:N + step], scales))
+            out.append(("b" + tag[1], a, big_b[:, :N], scales))
+        else:
+            big_w = rnd(N, K + pad)
+            out.append(("b" + tag[0], a, big_w[:, step:K + step].t(), scales))
+            out.append(("b" + tag[1], a, big_w[:, :K].t(), scales))
     return out
 
 
@@ -231,16 +250,18 @@ def test_views_work_or_refuse(kern):
     """Offset (misaligned by one element) and padded views, and a C inside a wider buffer:
     either the right answer or a ValueError naming the argument; never a wrong answer."""
     k, prec, layout = kern
-    dt = DTYPES[prec]
+    dt = gc.out_dtype(k, prec)
     refused, ran = [], []
-    for name, a, b in _view_variants(layout, prec):
+    views = [(f"{v[0]}-{sc}" if sc else v[0], *v[1:])
+             for sc in (gc.FP8_SCALINGS if prec in gc.SCALED else ("",)) for v in _view_variants(layout, prec, sc)]
+    for name, a, b, scales in views:
         M, N = a.shape[0], b.shape[1]
         for c_kind in ("plain", "c-offset-by-one"):
             buf = torch.full((M, N + 9), math.nan, device=DEV, dtype=dt)
             c = {"plain": torch.full((M, N), math.nan, device=DEV, dtype=dt),
                  "c-offset-by-one": buf[:, 1:N + 1], "c-padded-ld": buf[:, :N]}[c_kind]
             try:
-                out = k(a, b, c, alpha=1.0, beta=0.0)
+                out = k(a, b, c, alpha=1.0, beta=0.0, **scales)
             except ValueError as exc:
                 assert re.search(r"\b(a|b|c|lda|ldb|ldc|M|N|K)\b", str(exc)), \
                     f"{name}/{c_kind}: a refusal must name the argument: {exc}"
@@ -248,8 +269,9 @@ def test_views_work_or_refuse(kern):
                 continue
             torch.cuda.synchronize()
             assert out.data_ptr() == c.data_ptr()
-            tolerance.check(out, a, b, None, 1.0, 0.0, prec, inputs_rounded=(prec == "tf32"),
-                            what=f"{k.name} {name}/{c_kind}")
+            A, B = gc.reference_operands(a, b, scales)
+            tolerance.check(out, A, B, None, 1.0, 0.0, prec, inputs_rounded=(prec == "tf32"),
+                            fast_accum=k.fast_accum, what=f"{k.name} {name}/{c_kind}")
             if c_kind != "plain":   # the rest of the buffer (NaN) is untouched
                 rest = buf.clone()
                 rest[:, (1 if c_kind == "c-offset-by-one" else 0):][:, :N] = math.nan
@@ -258,38 +280,42 @@ def test_views_work_or_refuse(kern):
     if refused and getattr(k, "stage", None) is not None:
         assert not k.stage.limits.lower().startswith("none"), \
             f"{k.name}: Limits: none, but refused {refused}"
+    if prec in gc.SCALED:   # the 16-byte views are within every fp8 kernel's limits
+        assert ran, f"{k.name}: refused every view, the 16-byte aligned ones too: {refused}"
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_bad_layouts_raise(kern):
     """Non-row-major, strided and overlapping operands raise ValueError before any launch."""
     k, prec, layout = kern
-    a, b, c0 = _operands(layout, prec)
+    a, b, c0, kw = _operands(layout, prec)   # kw: fp8's scales, so that only the layout is wrong
     with pytest.raises(ValueError, match=r"^a must be row-major"):
-        k(a.t().contiguous().t(), b)
+        k(a.t().contiguous().t(), b, **kw)
     with pytest.raises(ValueError, match=r"^b must be"):
-        k(a, b.contiguous().t().contiguous().t() if layout == "NN" else b.contiguous())
+        k(a, b.contiguous().t().contiguous().t() if layout == "NN" else b.contiguous(), **kw)
     with pytest.raises(ValueError, match=r"^c must not overlap"):
-        buf = torch.empty(a.shape[0], max(a.shape[1], b.shape[1]) * 2, device=DEV, dtype=a.dtype)
-        aa = buf[:, :a.shape[1]]
+        # C (the kernel's output dtype) and A share one buffer (fp8: A is its bytes seen as e4m3)
+        buf = torch.empty(a.shape[0], max(a.shape[1], b.shape[1]) * 2, device=DEV, dtype=gc.out_dtype(k, prec))
+        aa = buf.view(a.dtype)[:, :a.shape[1]]
         aa.copy_(a)
-        k(aa, b, buf[:, 1:1 + b.shape[1]])
+        k(aa, b, buf[:, 1:1 + b.shape[1]], **kw)
     with pytest.raises(ValueError, match=r"^a has overlapping rows"):
-        k(a.as_strided((a.shape[0], a.shape[1]), (1, 1)), b)
+        k(a.as_strided((a.shape[0], a.shape[1]), (1, 1)), b, **kw)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_empty_problems(kern):
     """M, N or K == 0 never reach the kernel: C = beta * C (K = 0), nothing (M or N = 0)."""
     k, prec, layout = kern
-    dt = DTYPES[prec]
-    a, b, _ = _operands(layout, prec, 5, 6, 0)
+    dt = gc.out_dtype(k, prec)
+    a, b, _, kw = _operands(layout, prec, 5, 6, 0)
     c = torch.full((5, 6), math.nan, device=DEV, dtype=dt)
-    assert torch.equal(k(a, b, c), torch.zeros(5, 6, device=DEV, dtype=dt))
+    assert torch.equal(k(a, b, c, **kw), torch.zeros(5, 6, device=DEV, dtype=dt))
     c = torch.ones(5, 6, device=DEV, dtype=dt)
-    assert torch.equal(k(a, b, c, beta=2.0), torch.full((5, 6), 2.0, device=DEV, dtype=dt))
-    a, b, _ = _operands(layout, prec, 0, 6, 4)
-    assert k(a, b).shape == (0, 6)
+    assert torch.equal(k(a, b, c, beta=2.0, **kw), torch.full((5, 6), 2.0, device=DEV, dtype=dt))
+    a, b, _, kw = _operands(layout, prec, 0, 6, 4)
+    out = k(a, b, **kw)
+    assert out.shape == (0, 6) and out.dtype == dt
 
 
 _LIMIT = re.compile(r"\b([MNK])\s*<=\s*(\d+)")
@@ -390,8 +416,9 @@ def _config_params():
 
 
 def _check_config(k, cases, prec, label):
-    """Every case on one configuration; a case outside the stage's limits must be refused by name."""
-    for case in cases:
+    """Every case (fp8: each of its gc.variants) on one configuration; a case outside the stage's
+    limits must be refused by name."""
+    for case in [v for c in cases for v in gc.variants(c, prec)]:
         try:
             gc.check_case(k, case, prec, DEV)
         except ValueError as exc:  # this case is outside the stage's limits
@@ -437,7 +464,8 @@ def test_operands_on_another_gpu(kern):
     k, prec, layout = kern
     assert torch.cuda.current_device() == 0
     try:
-        gc.check_case(k, gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout), prec, "cuda:1")
+        for v in gc.variants(gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout), prec):
+            gc.check_case(k, v, prec, "cuda:1")
     except ValueError as exc:
         _assert_valid_refusal(k, exc)
     assert torch.cuda.current_device() == 0

@@ -1,6 +1,8 @@
 """Every Triton stage under the Triton interpreter on CPU (TRITON_INTERPRET=1, in subprocesses):
 tiny and ragged shapes vs fp64, alpha/beta, NaN-poisoned C with beta = 0, integer inputs
-compared exactly, NaN/Inf propagation. See interp_run.py and gemm_checks.battery()."""
+compared exactly, NaN/Inf propagation; fp8 with both scalings, promoted and fast accumulation.
+See interp_run.py and gemm_checks.battery(). A precision whose cases were all refused or skipped
+fails: a stage must run somewhere in its battery."""
 import pytest
 
 import study
@@ -19,6 +21,9 @@ def test_triton_interpreter(stage, precision, interp_results):
     failed = [f"{r['case']}: {r['message']}" for r in recs if r["status"] == "fail"]
     assert not failed, f"{stage.stem} {precision} failed {len(failed)} interpreter case(s):\n" + \
         "\n".join(failed)
+    passed = [r for r in recs if r["status"] == "pass"]
+    assert passed, f"{stage.stem} {precision}: no interpreter case ran (all refused or skipped):\n" + \
+        "\n".join(f"{r['case']}: {r['message'][:200]}" for r in recs)
 
 
 def test_interpreter_usable_or_skipped_for_a_reason():

@@ -5,7 +5,7 @@ What a stage claims (the rule, from the stage contract's table, generalised so t
 stages are covered without test code; header words are used only where the contract gives no
 number, because Change lines also name what a stage replaces, e.g. "no ldmatrix"):
 
-  SIMT     precisions == {fp32}: FFMA present, no HMMA/HGMMA (the math is FFMA only)
+  SIMT     precisions == {fp32}: FFMA present, no HMMA/HGMMA/QGMMA (the math is FFMA only)
   vector   SIMT and stage number >= 4 (CUDA): LDS.128, and 128-bit global loads
            (LDG.E.128, or LDGSTS...128 once the global loads are cp.async)
   cp.async CUDA, Arch sm_80+ and (stage number >= 6 or the Change line says cp.async):
@@ -13,7 +13,8 @@ number, because Change lines also name what a stage replaces, e.g. "no ldmatrix"
   mma      CUDA, a tensor-core precision (tf32/fp16/bf16), Arch sm_80+: HMMA
   ldmatrix CUDA, Arch sm_80+ and the Change line says ldmatrix (not "no ldmatrix"): LDSM
   wgmma    Arch sm_90a (CUDA), or a Triton tensor-core stage whose title/Change says wgmma:
-           HGMMA; any Triton tensor-core stage: HGMMA or HMMA
+           HGMMA for 16-bit/tf32 operands; for fp8 (e4m3) QGMMA and no HGMMA (the operands
+           are not widened); any Triton tensor-core stage: HGMMA or HMMA, fp8 QGMMA
   TMA      Arch sm_90a (CUDA), or a Triton stage whose title/Change says TMA or tensor
            descriptors: UTMALDG
   spills   every kernel: 0 bytes spill stores/loads (ptxas -v for CUDA; cuobjdump -res-usage
@@ -35,12 +36,14 @@ from pathlib import Path
 
 import pytest
 
+import gemm_checks as gc
 import study
 from study import build
 from study.registry import ROOT
 
 ARCH_FLAG = "-gencode=arch=compute_90a,code=sm_90a"
 TENSOR = {"tf32", "fp16", "bf16"}
+FP8 = {"fp8"}   # e4m3 tensor cores: wgmma shows as QGMMA (e.g. QGMMA.64x128x32.F32.E4M3.E4M3)
 CACHE = ROOT / "build" / "static"
 
 
@@ -61,8 +64,7 @@ def cuda_claims(stage) -> dict:
     tensor = bool(set(stage.precisions) & TENSOR)
     c = {}
     if simt:
-        c["FFMA only"] = (lambda n: n["FFMA"] > 0 and n["HMMA"] == 0 and n["HGMMA"] == 0,
-                          "FFMA present, no HMMA/HGMMA")
+        c["FFMA only"] = _ffma_only()
         if stage.number >= 4:
             c["128-bit loads"] = (lambda n: n["LDS.128"] > 0 and (n["LDG.E.128"] + n["LDGSTS.128"]) > 0,
                                   "LDS.128 and LDG.E.128 (or 16-byte LDGSTS)")
@@ -73,10 +75,22 @@ def cuda_claims(stage) -> dict:
     if stage.arch == "sm_80+" and _said(stage, "ldmatrix"):
         c["ldmatrix"] = (lambda n: n["LDSM"] > 0, "LDSM")
     if stage.arch == "sm_90a":
-        c["wgmma"] = (lambda n: n["HGMMA"] > 0, "HGMMA")
+        c["wgmma"] = _wgmma(stage)
         c["TMA"] = (lambda n: n["UTMALDG"] > 0, "UTMALDG")
     c.update(_warp_specialised(stage))
     return c
+
+
+def _ffma_only():
+    return (lambda n: n["FFMA"] > 0 and n["HMMA"] == 0 and n["HGMMA"] == 0 and n["QGMMA"] == 0,
+            "FFMA present, no HMMA/HGMMA/QGMMA")
+
+
+def _wgmma(stage):
+    """wgmma of the stage's operands: QGMMA (and no 16-bit HGMMA) for fp8, else HGMMA."""
+    if set(stage.precisions) & FP8:
+        return (lambda n: n["QGMMA"] > 0 and n["HGMMA"] == 0, "QGMMA (e4m3 wgmma), no HGMMA")
+    return (lambda n: n["HGMMA"] > 0, "HGMMA")
 
 
 def _warp_specialised(stage) -> dict:
@@ -87,15 +101,16 @@ def _warp_specialised(stage) -> dict:
 
 
 def triton_claims(stage) -> dict:
-    tensor = bool(set(stage.precisions) & TENSOR)
+    fp8 = bool(set(stage.precisions) & FP8)
+    tensor = bool(set(stage.precisions) & TENSOR) or fp8
     c = {}
     if not tensor:
-        c["FFMA only"] = (lambda n: n["FFMA"] > 0 and n["HMMA"] == 0 and n["HGMMA"] == 0,
-                          "FFMA present, no HMMA/HGMMA")
+        c["FFMA only"] = _ffma_only()
     else:
-        c["tensor cores"] = (lambda n: n["HGMMA"] + n["HMMA"] > 0, "HGMMA or HMMA")
+        c["tensor cores"] = ((lambda n: n["QGMMA"] > 0, "QGMMA") if fp8 else
+                             (lambda n: n["HGMMA"] + n["HMMA"] > 0, "HGMMA or HMMA"))
         if _said(stage, "wgmma") or stage.arch == "sm_90a":
-            c["wgmma"] = (lambda n: n["HGMMA"] > 0, "HGMMA")
+            c["wgmma"] = _wgmma(stage)
     if _said(stage, "TMA", "tensor descriptor"):
         c["TMA"] = (lambda n: n["UTMALDG"] > 0, "UTMALDG")
     c.update(_warp_specialised(stage))
@@ -104,12 +119,12 @@ def triton_claims(stage) -> dict:
 
 def sass_counts(sass: str) -> dict:
     ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass)]
-    n = {k: 0 for k in ("FFMA", "HMMA", "HGMMA", "LDG.E.128", "LDS.128", "LDGSTS", "LDGSTS.128",
+    n = {k: 0 for k in ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDG.E.128", "LDS.128", "LDGSTS", "LDGSTS.128",
                         "LDSM", "UTMALDG", "USETMAXREG")}
     for op in ops:
         parts = op.split(".")
         head = parts[0]
-        if head in ("FFMA", "HMMA", "HGMMA", "LDGSTS", "LDSM", "UTMALDG", "USETMAXREG"):
+        if head in ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDGSTS", "LDSM", "UTMALDG", "USETMAXREG"):
             n[head] += 1
         if head == "LDG" and "128" in parts:
             n["LDG.E.128"] += 1
@@ -197,6 +212,18 @@ def test_claim_rule_covers_the_ladder():
     assert "ldmatrix" in cuda_claims(fake("s11_x", ("fp16", "bf16"), change="vs s10, ldmatrix loads"))
     c12 = cuda_claims(fake("s12_x", ("fp16",), "sm_90a", "TMA and wgmma (no ldmatrix); replaces cp.async"))
     assert set(c12) == {"wgmma", "TMA"}
+    zero = dict.fromkeys(sass_counts(""), 0)
+    hgmma, qgmma = {**zero, "HGMMA": 8, "UTMALDG": 1}, {**zero, "QGMMA": 8, "UTMALDG": 1}
+    assert c12["wgmma"][0](hgmma) and not c12["wgmma"][0](qgmma)
+    c15 = cuda_claims(fake("s15_x", ("fp8",), "sm_90a", "e4m3 operands through wgmma"))
+    assert set(c15) == {"wgmma", "TMA"}
+    assert c15["wgmma"][0](qgmma) and not c15["wgmma"][0](hgmma)
+    assert not c15["wgmma"][0]({**qgmma, "HGMMA": 1})   # widened to 16-bit wgmma: not fp8
+    t15 = triton_claims(fake("s15_x", ("fp8",), "sm_90a", "e4m3 tl.dot over tensor descriptors"))
+    assert set(t15) == {"tensor cores", "wgmma", "TMA"}
+    assert all(ok(qgmma) for ok, _ in t15.values()) and not t15["tensor cores"][0](hgmma)
+    n = sass_counts("        /*0ff0*/                   QGMMA.64x256x32.F32.E4M3.E4M3 R24, gdesc[UR20], R24, UP0 ;")
+    assert n["QGMMA"] == 1 and n["HGMMA"] == 0
 
 
 # --- Triton ------------------------------------------------------------------------------------
@@ -236,26 +263,48 @@ def _capture_launches(calls: list):
         torch.cuda.get_device_properties = orig_props
 
 
-_TT = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}
+_TT = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16",
+       "torch.float8_e4m3fn": "fp8e4nv"}
 
 
-def _aot_variants(stage, precision: str, all_configs: bool, size: int = 512):
-    """[(JITFunction, signature, constexprs, attrs, options)] for a size^3 call of matmul()."""
+def _matmul_calls(stage, precision: str, shape) -> list:
+    """[(args, kwargs)]: the matmul() calls whose launches cover what the stage compiles at an
+    M x N x K problem (CPU tensors, never read): one call; for fp8 (e4m3 A and B, C in the
+    stage's output type, fp32 scales) one per scaling (per tensor: 1-element scales; per row of
+    A / column of B: M and N) and accumulation (promoted, fast_accum), each a separate variant."""
     import torch
 
-    from study.kernels import DTYPES, _load_triton_module
+    from study.kernels import DTYPES
+    from study.operands import OUT_DTYPES
+
+    M, N, K = shape
+    dt = DTYPES[precision]
+    a = torch.randn(M, K).to(dt)
+    b = torch.randn(N, K).to(dt).t() if stage.layout == "NT" else torch.randn(K, N).to(dt)
+    if precision not in gc.SCALED:
+        return [((a, b, torch.empty(M, N, dtype=dt)), dict(alpha=1.0, beta=0.0))]
+    c = torch.empty(M, N, dtype=OUT_DTYPES[stage.out])
+    calls = []
+    for scaling in gc.FP8_SCALINGS:
+        sa, sb = (torch.ones(M), torch.ones(N)) if scaling == "row" else (torch.ones(()), torch.ones(()))
+        for fast in (False, True):
+            calls.append(((a, b, c), dict(alpha=1.0, beta=0.0, scale_a=sa, scale_b=sb, fast_accum=fast)))
+    return calls
+
+
+def _aot_variants(stage, precision: str, all_configs: bool, shape=(512, 512, 512)):
+    """[(JITFunction, signature, constexprs, attrs, options)] for the matmul() calls of
+    _matmul_calls() at an M x N x K problem."""
+    import torch
+
+    from study.kernels import _load_triton_module
     from triton.runtime import autotuner, jit
 
     mod = _load_triton_module(stage)
-    dt = DTYPES[precision]
-    a = torch.randn(size, size).to(dt)
-    b = torch.randn(size, size).to(dt)
-    if stage.layout == "NT":
-        b = b.t()
-    c = torch.empty(size, size, dtype=dt)
     calls: list = []
     with _capture_launches(calls):
-        mod.matmul(a, b, c, alpha=1.0, beta=0.0)
+        for args, kwargs in _matmul_calls(stage, precision, shape):
+            mod.matmul(*args, **kwargs)
     out = []
     for fn, args, kwargs, configs in calls:
         heuristics = []   # @triton.heuristics between autotune and jit: applied after the config
@@ -358,25 +407,25 @@ def test_triton_aot_sm90(stage, precision):
 def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage):
     """At 1000^3 (sizes and leading dimensions divisible by 8, not 16: no Triton divisibility
     specialisation) and 4095^3 (not even 16-byte rows: VEC == 1, 2- or 4-byte loads) every
-    config the call would tune over compiles for sm_90 without local memory. Sizes a stage
-    refuses (its unsupported()) are skipped."""
-    import torch
+    config the call would tune over compiles for sm_90 without local memory. fp8 takes K up to
+    16-byte rows (gemm_checks.fit_shape: 1000 x 1000 x 1008, 4095 x 4095 x 4096; M, N and ldc
+    stay ragged). Sizes a stage refuses (its unsupported()) are skipped."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from study.kernels import DTYPES, _load_triton_module
+    from study.kernels import _load_triton_module
 
     mod = _load_triton_module(stage)
     precision = stage.precisions[0]
     problems, tried = [], 0
     for size in (1000, 4095):
-        a = torch.empty(size, size, dtype=DTYPES[precision])
-        b = torch.empty(size, size, dtype=DTYPES[precision])
-        b = b.t() if stage.layout == "NT" else b
-        if getattr(mod, "unsupported", None) and mod.unsupported(a, b, torch.empty_like(a)):
+        shape = gc.fit_shape((size, size, size), precision)
+        unsupported = getattr(mod, "unsupported", None)
+        if unsupported and any(unsupported(*args, **{k: v for k, v in kw.items() if k.startswith("scale_")})
+                               for args, kw in _matmul_calls(stage, precision, shape)):
             continue
-        for fn, sig, consts, attrs, opts in _aot_variants(stage, precision, all_configs=True, size=size):
+        for fn, sig, consts, attrs, opts in _aot_variants(stage, precision, all_configs=True, shape=shape):
             tried += 1
             ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                                 options=opts)
@@ -384,6 +433,6 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage):
             local = max(int(x) for x in re.findall(r"(?:LOCAL|STACK):(\d+)", res))
             if local:
                 tag = {k: v for k, v in consts.items() if k.isupper()} | opts
-                problems.append(f"{size}^3 {tag}: {local} bytes of local memory")
+                problems.append(f"{'x'.join(map(str, shape))} {tag}: {local} bytes of local memory")
     assert tried, f"{stage.stem}: no ragged size was compiled"
     assert not problems, f"{stage.stem} {precision}:\n" + "\n".join(problems)
