@@ -216,6 +216,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
         }
         hopper::wgmma_wait<0>();
         hopper::fence_regs(acc);
+        // The last k-block's stage goes back too: without this a CTA's next tile waits forever.
+        if (lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
       } else {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;

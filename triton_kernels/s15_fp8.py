@@ -51,9 +51,13 @@ FLAT_CONFIGS = [
 
 def _prune(configs, named_args, **kwargs):
     """The configs of the loop this call runs (WS is in the autotune key); promoted chains keep
-    a second accumulator, so they take only the 128x128 tiles. Interpreter: the first."""
+    a second accumulator, so they take only the 128x128 tiles, and so does the flattened loop
+    with per-tensor scales (it spills at 128x256). Interpreter: the first."""
     mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
     if kwargs.get("PROMOTE"):
+        mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+    elif not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
+        # the flattened loop with scalar scales at 128x256 needs 255 registers + 432 B of spills
         mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
     return autotune_prune(mine or configs, named_args, **kwargs)
 
