@@ -50,6 +50,16 @@ def dequantize(x8: torch.Tensor, scale: torch.Tensor, dtype=torch.float64) -> to
     return x8.to(dtype) * (s.reshape(()) if s.numel() == 1 else s.reshape(-1, 1))
 
 
+def scaled_mm_flags(M: int, N: int, per_row: int, per_col: int) -> tuple:
+    """(per_row, per_col) as torch._scaled_mm must see them: its row-wise path takes both scales
+    row-wise. A one-element scale of a one-row A (or of a one-column B) is per tensor and per row
+    at once, so beside a row-wise other side it counts as row-wise ([1, 1] either way)."""
+    if per_row != per_col:
+        per_row = per_row or int(M == 1)
+        per_col = per_col or int(N == 1)
+    return per_row, per_col
+
+
 def check_scaled_mm(N: int, K: int, per_row: int, per_col: int) -> str | None:
     """Why torch._scaled_mm cannot take this problem, or None: its operands need 16-element
     multiples (K and N), and its row-wise path takes both scales row-wise, never one of each."""
@@ -71,6 +81,7 @@ def scaled_mm(a, b, c, scale_a, scale_b, alpha: float, beta: float, per_row: int
     output that path has) and a second op forms alpha * product + beta * c in fp32, rounded once
     to c's dtype. fast_accum: use_fast_accum=True (one FP8 accumulate chain over all of K)."""
     M, N = c.shape
+    per_row, per_col = scaled_mm_flags(M, N, per_row, per_col)
     sa = scale_a.reshape(M, 1) if per_row else scale_a.reshape(())
     sb = scale_b.reshape(1, N) if per_col else scale_b.reshape(())
     if alpha == 1.0 and beta == 0.0 and c.is_contiguous():

@@ -231,7 +231,8 @@ class CublasKernel(Kernel):
         self._init_precision(fast_accum)
 
     def _check_limits(self, p, a, b, c, scales=None):
-        why = fp8.check_scaled_mm(p.N, p.K, p.scale_a_per_row, p.scale_b_per_col) if scales else None
+        why = fp8.check_scaled_mm(p.N, p.K, *fp8.scaled_mm_flags(p.M, p.N, p.scale_a_per_row, p.scale_b_per_col)) \
+            if scales else None
         if why:
             raise ValueError(f"cublas fp8: {why}")
 
@@ -266,7 +267,8 @@ class InductorKernel(Kernel):
         self.compiled = inductor.Compiled(scaled=precision in SCALED, fast_accum=self.fast_accum)
 
     def _check_limits(self, p, a, b, c, scales=None):
-        why = fp8.check_scaled_mm(p.N, p.K, p.scale_a_per_row, p.scale_b_per_col) if scales else None
+        why = fp8.check_scaled_mm(p.N, p.K, *fp8.scaled_mm_flags(p.M, p.N, p.scale_a_per_row, p.scale_b_per_col)) \
+            if scales else None
         if why:
             raise ValueError(f"inductor fp8: {why}")
 
@@ -274,8 +276,9 @@ class InductorKernel(Kernel):
         if scales:
             M, N = c.shape
             sa, sb = scales
-            scales = (sa.reshape(M, 1) if p.scale_a_per_row else sa.reshape(()),
-                      sb.reshape(1, N) if p.scale_b_per_col else sb.reshape(()))
+            per_row, per_col = fp8.scaled_mm_flags(M, N, p.scale_a_per_row, p.scale_b_per_col)
+            scales = (sa.reshape(M, 1) if per_row else sa.reshape(()),
+                      sb.reshape(1, N) if per_col else sb.reshape(()))
         saved = _matmul_flags(p.precision)
         try:
             self.compiled(a, b, c, alpha, beta, scales)

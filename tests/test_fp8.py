@@ -458,3 +458,25 @@ def test_fp8_reports_render(rendered_fp8):
     # the other precisions' tables have no such column (no Inductor rows)
     assert "CUDA % best baseline" not in report.ladder_table(data, "fp32", 4096)
     assert "fp8" in report.headline_table(data)
+
+
+def test_scaled_mm_flags_one_row_is_row_wise():
+    """M = 1 with row scales: scale_a has one element, like a per-tensor scale; beside per-column
+    scales of B, torch._scaled_mm must still get both row-wise (found on the H100: the cuBLAS fp8
+    wrapper refused M = 1 row-scaled problems)."""
+    from study import fp8
+    assert fp8.scaled_mm_flags(1, 16, 0, 1) == (1, 1)
+    assert fp8.scaled_mm_flags(16, 1, 1, 0) == (1, 1)
+    assert fp8.scaled_mm_flags(16, 16, 0, 1) == (0, 1)    # a true mix stays a mix: refused
+    assert fp8.check_scaled_mm(16, 16, *fp8.scaled_mm_flags(16, 16, 0, 1))
+    assert fp8.check_scaled_mm(16, 16, *fp8.scaled_mm_flags(1, 16, 0, 1)) is None
+    a = torch.randn(1, 32).to(torch.float8_e4m3fn)
+    w = torch.randn(16, 32).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor([0.5]), torch.rand(16) + 0.5
+    c = torch.empty(1, 16, dtype=torch.bfloat16)
+    try:
+        fp8.scaled_mm(a, w.t(), c, sa, sb, 1.0, 0.0, 0, 1)
+    except RuntimeError as exc:   # a torch whose CPU _scaled_mm lacks the row-wise path
+        pytest.skip(f"torch._scaled_mm on CPU: {exc}")
+    ref = (a.double() * 0.5) @ (w.double() * sb.double()[:, None]).t()
+    assert torch.allclose(c.double(), ref, rtol=2e-2, atol=1e-2)
