@@ -54,6 +54,21 @@ METHOD = """\
   but `not timed` at that shape and skipped at bigger ones (the reason is in the table). Within a
   shape, repeats of all kernels run in rounds, so clock drift hits every family alike; each
   precision runs in its own process.
+- Decode sweep (fp16, bf16, fp8): x @ W.T with M = 1 to 2048 tokens against the nn.Linear
+  weights 4096x4096, 11008x4096, 4096x11008 and 14336x4096 (N x K), for the NT kernels and the
+  baselines. These calls are graph-timed over 16 rotated copies of A, W and C (a 32-117 MB
+  weight does not stay in the 50 MB L2 from one call to the next), and each kernel's
+  compulsory bytes (A and W read once, C written once) over its time are shown as a share of
+  the copy bandwidth measured in the same run.
+- fp8: inputs quantised to e4m3 from the same seeded randn (absmax scales per tensor, or per
+  row of A and per column of B: both scalings are timed); the reference is float64 on the
+  dequantised inputs. cuBLAS is `torch._scaled_mm` with fast accumulation off (the baseline)
+  and on; each fp8 stage runs promoted (its default) and, at 4096^3/8192^3 and the K sweep,
+  with fast accumulation.
+- Inductor: `torch.compile(mode="max-autotune")` with Triton GEMM templates only, the GEMM a
+  Triton user gets without writing a kernel, timed beside cuBLAS at a bounded shape list
+  (its autotuning, about 10 s a shape, happens in the warm-up and is cached on disk); where it
+  was measured the tables add "% of the faster baseline".
 - Sizes: squares and transformer-layer shapes; square sizes that are not multiples of
   {ragged_multiple} ({ragged}) are ragged, partial tiles everywhere: the size figures draw them as hollow
   markers apart from the aligned sizes, and a table under each figure compares them with their

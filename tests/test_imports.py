@@ -3,6 +3,7 @@ read from the source with ast (imports inside functions included), has no cycle;
 over MAX_LINES; nothing imports the package's __init__ (which loads names lazily) or the
 child-process entry module."""
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,12 @@ def test_children_start_through_the_worker_module():
                 spawned += [(path.name, vals[i + 1]) for i, v in enumerate(vals[:-1]) if v == "-m"
                             and isinstance(vals[i + 1], str) and vals[i + 1].startswith("study")]
     assert spawned and all(mod == "study.worker" for _, mod in spawned), spawned
+
+
+def test_architecture_page_lists_every_module():
+    """docs/ARCHITECTURE.md's module map names every module of study/ (a new module is added
+    there, with its one responsibility, or the map goes stale)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "ARCHITECTURE.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z0-9_]+\.py)` \|", page, flags=re.M))
+    modules = {p.name for p in (Path(__file__).resolve().parent.parent / "study").glob("*.py")} - {"__main__.py"}
+    assert modules <= listed, f"docs/ARCHITECTURE.md's module map misses {sorted(modules - listed)}"
