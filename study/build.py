@@ -3,7 +3,9 @@
 Each stage becomes its own extension module, `study_<stem>_<hash of sources, flags,
 toolchain>`, from the stage's pure-CUDA `.cu` and the binding binding.py generates from its
 header; modules are cached under the build directory (STUDY_BUILD_DIR, default
-<repo>/build/cuda) and built in parallel worker processes (`python -m study.worker build`).
+<repo>/build/cuda; refused if another user's or group/world-writable) and built in parallel
+worker processes (`python -m study.worker build`), one builder per module under an OS lock,
+the `.so` moved into place only when complete (buildcache.py).
 Without a CUDA build of torch and a CUDA toolkit, building raises ToolkitError once, saying
 which is missing. The second half compiles a stage ahead of time to a cubin (no GPU needed)
 and reads its resources (ptxas -v) and SASS (cuobjdump).
@@ -21,11 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import device
+from . import buildcache, device
 from .binding import binding_source
 from .registry import CUDA_DIR, PACKAGE_PARENT, ROOT, STATE_ROOT, Stage, all_stages, find
 
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr"]
+CXX_FLAGS = ["-O2", "-std=c++17"]
 # torch's cpp_extension adds these to every nvcc call; the CPU checks use the same set.
 TORCH_NVCC_DEFINES = [
     "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
@@ -36,6 +39,19 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def build_dir() -> Path:
     return Path(os.environ.get("STUDY_BUILD_DIR", STATE_ROOT / "build" / "cuda")).resolve()
+
+
+def checked_build_dir(create: bool = False) -> Path:
+    """build_dir(), refused (BuildDirError) if another user owns it or group/others can write
+    it: we import the code it holds. With create, made 0700 if missing."""
+    root = build_dir()
+    why = buildcache.unsafe_dir(root)
+    if why:
+        raise BuildDirError(f"refusing the CUDA build directory {root} (STUDY_BUILD_DIR, default "
+                            f"<state root>/build/cuda): {why}")
+    if create:
+        buildcache.make_dir(root)
+    return root
 
 
 def included_sources(path: Path, seen: set | None = None) -> list:
@@ -70,47 +86,35 @@ def spec(stage: Stage) -> BuildSpec:
     cuda = stage.path.read_text()
     flags = NVCC_FLAGS + [device.arch_flag(stage.arch)]
     h = hashlib.sha1()
-    for part in [cpp, *(p.read_text() for p in included_sources(stage.path)), *flags, sys.version]:
-        h.update(part.encode())
-    import torch
-
-    h.update(torch.__version__.encode())
+    for part in [cpp, *(p.read_text() for p in included_sources(stage.path)), *flags, *CXX_FLAGS,
+                 sys.version, *buildcache.toolchain()]:
+        h.update(part.encode() + b"\0")
     name = f"study_{stage.stem}_{h.hexdigest()[:12]}"
     return BuildSpec(stage, name, build_dir() / name, cpp, cuda, flags)
 
 
 def _so_path(s: BuildSpec) -> Path | None:
-    found = sorted(s.directory.glob(f"{s.name}*.so"))
-    return found[0] if found else None
-
-
-def _clear_stale_lock(s: BuildSpec) -> bool:
-    """torch's builder leaves `lock` behind when killed and later builds wait on it forever.
-    Our builders write their PID beside it; a lock whose builder is gone is removed."""
-    lock, owner = s.directory / "lock", s.directory / "builder.pid"
-    if not lock.exists():
-        return False
-    try:
-        pid = int(owner.read_text())
-        os.kill(pid, 0)
-        return False  # the builder is alive: let it finish
-    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
-        lock.unlink(missing_ok=True)
-        return True
+    """The module's finished `.so` (only ever moved into place complete), or None."""
+    so = s.directory / f"{s.name}.so"
+    return so if so.exists() else None
 
 
 def _load_inline(s: BuildSpec, verbose: bool = False):
+    """Build the module (under its lock, aside, then moved into place) or load it if another
+    process finished it meanwhile."""
     from torch.utils.cpp_extension import load_inline
 
-    s.directory.mkdir(parents=True, exist_ok=True)
-    _clear_stale_lock(s)
-    (s.directory / "builder.pid").write_text(str(os.getpid()))
-    return load_inline(
-        name=s.name, cpp_sources=[s.cpp], cuda_sources=[s.cuda], functions=None,
-        extra_cflags=["-O2", "-std=c++17"], extra_cuda_cflags=s.cuda_flags,
-        extra_include_paths=[str(CUDA_DIR)], build_directory=str(s.directory),
-        with_cuda=True, no_implicit_headers=True, verbose=verbose,
-    )
+    def compile_into(aside: Path):
+        module = load_inline(
+            name=s.name, cpp_sources=[s.cpp], cuda_sources=[s.cuda], functions=None,
+            extra_cflags=CXX_FLAGS, extra_cuda_cflags=s.cuda_flags,
+            extra_include_paths=[str(CUDA_DIR)], build_directory=str(aside),
+            with_cuda=True, no_implicit_headers=True, verbose=verbose,
+        )
+        sys.modules[s.name] = module
+        return module
+    checked_build_dir(create=True)
+    return buildcache.build_once(s.directory, s.name, compile_into, lambda so: _import_so(s, so))
 
 
 def _import_so(s: BuildSpec, so: Path):
@@ -161,6 +165,10 @@ class ToolkitError(BuildError):
     """Nothing can be compiled here: the message says what is missing."""
 
 
+class BuildDirError(ToolkitError):
+    """The build directory is not safe to import code from: the message says why."""
+
+
 def _build_in_subprocess(s: BuildSpec) -> tuple:
     """Build one module in a fresh process (parallel builds); returns (ok, output)."""
     cmd = [sys.executable, "-m", "study.worker", "build", str(s.stage.path)]
@@ -175,6 +183,7 @@ def build(stems=None, jobs: int | None = None, quiet: bool = False) -> list:
     recorded, never raised here. ToolkitError if anything needs compiling and nothing can be."""
     stages = ([st if isinstance(st, Stage) else find("cuda", st) for st in stems] if stems
               else all_stages("cuda"))
+    checked_build_dir()  # before anything is imported from it
     specs = [spec(st) for st in stages]
     todo = [s for s in specs if s.name not in _modules and _so_path(s) is None]
     why = toolkit_missing() if todo else None
