@@ -2,7 +2,7 @@
 
     python -m study reports [--quick] [--families cuda triton cublas] [--stages s01 s09]
                             [--precisions fp32 tf32] [--shapes squares 1000x4096x4096] [--no-ncu]
-                            [--redraw] [--out DIR]
+                            [--redraw] [--out DIR] [--allow-partial]
     python -m study bench cuda s04 [--shape 4096x4096x4096] [--precision fp32]
     python -m study stages
     python -m study build [--jobs N]
@@ -24,7 +24,13 @@ With a CUDA GPU: measure every kernel (or those the filters select) and write re
 in reports/data/<gpu>/, figures, reports/README.md. A filtered run merges its rows into the
 tables already recorded. Without a GPU, or with --redraw: redraw every table and figure from
 reports/data/; the filters (--families, --stages, --precisions, --shapes) only select what to
-measure, so they are refused there (exit 1) rather than silently ignored."""
+measure, so they are refused there (exit 1) rather than silently ignored.
+
+A measured run is checked against its plan (a filtered run against its filtered plan): if a
+precision group crashed or planned kernel-shapes have no row, it exits 1 and leaves the recorded
+reports untouched, unless --allow-partial. Tables and pages are written to a temporary directory
+and moved into place only when complete; one run at a time holds a lock on the reports
+directory (a second exits 1 naming the first one's pid)."""
 
 
 def _error(cmd: str, msg: str, code: int = 2) -> int:
@@ -60,15 +66,31 @@ def cmd_reports(args) -> int:
         select(args.quick, args.families or (), args.stages or (), args.precisions or (), args.shapes or ())
     except ValueError as exc:
         return _error("reports", str(exc))
-    if device.capability() is not None and not args.redraw:
+    if args.allow_partial and args.redraw:
+        return _error("reports", "--allow-partial is for a measured run, and --redraw measures nothing: leave one out")
+    from .atomic import Busy
+
+    try:
+        return _reports(args, filters, device.capability() is not None and not args.redraw)
+    except Busy as exc:
+        return _error("reports", str(exc), 1)
+
+
+def _reports(args, filters: str, measure: bool) -> int:
+    if measure:
         from .sweep import Options, run
 
         return run(Options(args.quick, tuple(args.families or ()), tuple(args.stages or ()),
-                           tuple(args.precisions or ()), tuple(args.shapes or ()), args.ncu, args.no_ncu, _root(args)))
+                           tuple(args.precisions or ()), tuple(args.shapes or ()), args.ncu, args.no_ncu, _root(args),
+                           allow_partial=args.allow_partial))
     if filters:
         return _error("reports", f"no CUDA GPU here, so nothing can be measured ({filters} selects what to "
                                  "measure); without filters this command redraws reports/ from reports/data/", 1)
+    if args.allow_partial:
+        return _error("reports", "no CUDA GPU here, so nothing is measured and --allow-partial has nothing to "
+                                 "allow; without it this command redraws reports/ from reports/data/", 1)
     from . import report
+    from .atomic import locked
     from .results import load, recorded
 
     root = _root(args)
@@ -80,7 +102,8 @@ def cmd_reports(args) -> int:
         env = load(d).environment
         _say(f"{why}: redrawing reports from reports/data/{d.name} "
              f"(measured on {env.get('gpu_full_name', d.name)}, {env.get('date_utc', 'date unknown')})")
-    written = report.render(root)
+    with locked(root):
+        written = report.render(root)
     _say(f"wrote {len(written)} files under {root}")
     return 0
 
@@ -170,6 +193,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-ncu", action="store_true", help="no Nsight Compute; modelled roofline traffic")
     r.add_argument("--ncu", action="store_true", help="with --quick: profile with Nsight Compute all the same")
     r.add_argument("--redraw", action="store_true", help="only redraw tables and figures from reports/data/")
+    r.add_argument("--allow-partial", action="store_true",
+                   help="write a measured run even if a precision group crashed or planned kernel-shapes have no "
+                        "row (default: exit 1 and leave the recorded reports untouched)")
     r.add_argument("--out", help="reports directory (default: <repo>/reports; reports/quick with --quick)")
     r.set_defaults(func=cmd_reports)
     b = sub.add_parser("bench", help="time one kernel beside cuBLAS", description="Time one kernel on this GPU "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .atomic import atomic_write, write_text
 from .registry import REPORTS_ROOT
 
 REPORTS = REPORTS_ROOT
@@ -58,14 +59,16 @@ def figures_dir(gpu: str, root: Path = REPORTS) -> Path:
 
 
 def write(data: Data, root: Path = REPORTS) -> Path:
+    """root/data/<gpu>/: each table to a temporary beside its file, then os.replace'd, so an
+    interrupt leaves each file whole (old or new), never a truncated CSV."""
     out = data_dir(data.gpu, root)
     out.mkdir(parents=True, exist_ok=True)
     for name in Data.TABLES:
         df = getattr(data, name)
         if name == "results":
             df = df[[c for c in RESULT_COLUMNS if c in df] + [c for c in df if c not in RESULT_COLUMNS]]
-        df.to_csv(out / f"{name}.csv", index=False, float_format="%.6g")
-    (out / "environment.json").write_text(json.dumps(data.environment, indent=1, sort_keys=True, default=str) + "\n")
+        atomic_write(out / f"{name}.csv", lambda tmp, df=df: df.to_csv(tmp, index=False, float_format="%.6g"))
+    write_text(out / "environment.json", json.dumps(data.environment, indent=1, sort_keys=True, default=str) + "\n")
     return out
 
 

@@ -6,6 +6,8 @@
 
 `run(Options(...))` is the library entry; the CLI only parses flags into Options. A filtered
 run (families, stages, precisions or shapes) merges its rows into the tables already recorded.
+One run at a time holds the reports root's lock (atomic.locked); a run that lost rows against
+its plan, or a precision group, writes nothing unless allow_partial (publish.py).
 """
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import autotune, build, ceilings, device, environment, profile, report, resources, results, runner, tables
+from . import autotune, build, ceilings, device, environment, profile, resources, results, runner, tables
+from .atomic import locked
 from .measure import Settings
-from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, group_shapes, select, with_k_sweep
+from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, select
+from .publish import commit, missing, refuse, schedule
 from .registry import find
 from .roofline import annotate
 
@@ -39,6 +43,7 @@ class Options:
     ncu: bool = False           # with quick: profile with Nsight Compute all the same
     no_ncu: bool = False
     root: Path | None = None
+    allow_partial: bool = False  # write a run that lost rows or a group all the same
 
     def filters(self) -> str:
         """The filters as flags ("--stages s08 --shapes 4096"), "" for none."""
@@ -117,8 +122,7 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
     """Every precision group in its child processes; rows get the SM clock and board power
     sampled over their shape's timed rounds. explicit: the user named the shapes (every kernel
     at every one; else plan.group_shapes keeps the decode sweep to its kernels)."""
-    own = {p: with_k_sweep(p, shapes, not explicit) for p in groups}   # fp8: + its K sweep (error vs K)
-    scope = {p: group_shapes(p, es, own[p], explicit) for p, es in groups.items()}
+    own, scope = schedule(groups, shapes, explicit)   # fp8: + its K sweep (error vs K)
     bar = _progress(sum(len(v) for sc in scope.values() for v in sc.values()), "measuring")
     got = {"rows": [], "resources": [], "autotune": [], "crashes": []}
 
@@ -202,8 +206,15 @@ def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
 
 def run(opts: Options) -> int:
     """Measure what opts selects on this GPU and write its tables, figures and pages; 0 on
-    success, 1 if no measurement came back. ValueError for filters that match nothing."""
+    success, 1 (nothing written) if rows or groups were lost against the plan, unless
+    opts.allow_partial (then 1 only if no row came back). ValueError for filters that match
+    nothing; atomic.Busy if another run holds the reports root."""
     groups, shapes = check(opts)
+    with locked(opts.out()):
+        return _run(opts, groups, shapes)
+
+
+def _run(opts: Options, groups: dict, shapes: list) -> int:
     t_all, phases = time.perf_counter(), {}
     gpu = device.gpu_name()
     env = environment.collect()
@@ -226,6 +237,9 @@ def run(opts: Options) -> int:
     res = pd.DataFrame(got["rows"])
     if res.empty:
         say("no measurement came back (see the bench logs); nothing written")
+        return 1
+    problems = missing(got["rows"], groups, shapes, got["crashes"], explicit=bool(opts.shapes))
+    if refuse(problems, opts.out(), opts.allow_partial):
         return 1
     res.insert(0, "gpu", gpu)
     t = time.perf_counter()
@@ -255,17 +269,9 @@ def run(opts: Options) -> int:
         say(f"filtered run: merged with the earlier tables in {old}")
     res = res.sort_values(["dtype", "M", "N", "K", "family", "stage", "layout", "kind"], kind="stable")
     data = results.Data(gpu, res, ceil, res_df, builds, prof, _autotune_rows(gpu, got["autotune"]), env)
-    t = time.perf_counter()
-    env["phases_s"], env["wall_s"] = phases, round(time.perf_counter() - t_all, 1)
-    out = results.write(data, root)
-    report.render(root, gpus=[gpu])
-    phases["plots"] = time.perf_counter() - t
-    env["phases_s"] = {k: round(v, 1) for k, v in phases.items()}
-    env["wall_s"] = round(time.perf_counter() - t_all, 1)
-    results.write(data, root)  # environment.json with the final phase times
-    report.render(root, gpus=[gpu])
+    commit(data, root, [], phases=phases, t_all=t_all)   # its problems were said (and refused) above
     ok = (res["status"] == "ok").sum()
-    say(f"wrote {out} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "
+    say(f"wrote {old} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "
         + ", ".join(f"{k} {v:.0f} s" for k, v in env["phases_s"].items()) + f"; total {env['wall_s']:.0f} s")
     print(tables.headline_table(data))
     return 0

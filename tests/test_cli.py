@@ -276,3 +276,16 @@ def test_a_bad_stage_header_is_one_line(capsys, monkeypatch):
         raise registry.HeaderError("cuda_src/s99_x.cu: header misses Expect")
     monkeypatch.setattr(registry, "discover", broken)
     one_line_error(capsys, cli.main(["stages"]), 1, "s99_x.cu", "Expect")
+
+
+# --- --allow-partial --------------------------------------------------------------------------
+
+def test_reports_help_documents_allow_partial():
+    code, out, err = run("reports", "--help")
+    assert code == 0 and "--allow-partial" in out and "untouched" in out
+
+
+@NO_GPU
+def test_allow_partial_without_gpu_is_refused(capsys):
+    one_line_error(capsys, cli.main(["reports", "--allow-partial"]), 1, "--allow-partial", "no CUDA GPU")
+    one_line_error(capsys, cli.main(["reports", "--redraw", "--allow-partial"]), 2, "--allow-partial", "--redraw")

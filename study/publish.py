@@ -1,0 +1,111 @@
+"""A measured run's check and commit: compare its rows with its plan, then swap its tables and
+pages into the reports root whole, or leave the recorded ones untouched.
+
+    schedule(groups, shapes, explicit)  {precision: {entry label: [shapes]}}: what the sweep runs
+    missing(rows, groups, shapes, ...)  what the run lost against that plan: the planned
+                                        kernel-shapes without a row, and each group that crashed
+    commit(data, root, problems, ...)   refuse (1) on problems unless allow_partial; else write the
+                                        tables, figures and README into a staging directory under
+                                        root and os.replace them in, then the project headline
+
+A kernel that crashed its child is not a problem here: the runner restarts the child without
+it and records its rows as skipped, saying why. A group whose child died outside any kernel
+("before any kernel ran"), or rows the plan scheduled that never came, are.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from . import report, results
+from .atomic import staging, swap_in
+from .plan import group_shapes, with_k_sweep
+
+ROW_KEY = ["family", "stage", "kind", "dtype", "layout", "scaling", "M", "N", "K"]
+
+
+def say(msg: str):
+    print(f"[study] {msg}", file=sys.stderr, flush=True)
+
+
+def schedule(groups: dict, shapes: list, explicit: bool = False) -> tuple:
+    """(shapes of each group, {precision: {entry label: [shapes]}}) as the sweep runs them: fp8
+    adds its K sweep to default shapes; plan.group_shapes keeps each kernel to its shapes."""
+    own = {p: with_k_sweep(p, shapes, not explicit) for p in groups}
+    return own, {p: group_shapes(p, es, own[p], explicit) for p, es in groups.items()}
+
+
+def missing(rows, groups: dict, shapes: list, crashes: list, explicit: bool = False) -> list:
+    """One line per problem of a run against its plan (empty: complete): each group that crashed
+    outside any kernel, and the planned kernel-shapes (entries x plan.group_shapes) without a row.
+    rows: the run's own rows (list of dicts or DataFrame), before any merge with older tables."""
+    df = pd.DataFrame(rows)
+    got = set()
+    if len(df) and set(ROW_KEY) <= set(df.columns):
+        df = df.assign(scaling=df["scaling"].astype(object).where(df["scaling"].notna(), ""))
+        got = {tuple(r) for r in df[ROW_KEY].itertuples(index=False, name=None)}
+    _, scope = schedule(groups, shapes, explicit)
+    lost = {}
+    for prec, entries in groups.items():
+        for e in entries:
+            for s in scope[prec][e.label]:
+                if (e.family, e.stage, e.kind, e.precision, e.layout, e.scaling, s.M, s.N, s.K) not in got:
+                    lost.setdefault(prec, []).append(f"{e.label} at {s.name}")
+    labels = [e.label for es in groups.values() for e in es]
+    out = [f"group crashed: {c}" for c in crashes if not any(c.startswith(f"{lb}: ") for lb in labels)]
+    planned = sum(len(v) for sc in scope.values() for v in sc.values())
+    for prec, what in lost.items():
+        out.append(f"{prec}: {len(what)} of {sum(len(v) for v in scope[prec].values())} planned kernel-shapes "
+                   f"have no row (e.g. {', '.join(what[:3])})")
+    if lost:
+        out.append(f"in all {sum(map(len, lost.values()))} of {planned} planned kernel-shapes missing")
+    return out
+
+
+def refuse(problems: list, root: Path, allow_partial: bool) -> bool:
+    """Say what is wrong; True if the run must not be written (problems and no allow_partial)."""
+    for p in problems:
+        say(p)
+    if problems and not allow_partial:
+        say(f"incomplete run: nothing written, {Path(root)} is as it was "
+            "(`python -m study reports --allow-partial` writes a partial run all the same)")
+        return True
+    if problems:
+        say("--allow-partial: writing the incomplete run")
+    return False
+
+
+def commit(data: results.Data, root: Path, problems: list, allow_partial: bool = False,
+           phases: dict | None = None, t_all: float | None = None) -> int:
+    """Write `data` (the run's tables, merged as they are to be recorded) and the pages of every
+    recorded GPU under root, all or nothing: 1 and root untouched if problems and not
+    allow_partial; else everything goes into a staging directory under root (the other GPUs'
+    tables copied in to draw from) and is os.replace'd into place once all is written, then the
+    project README's headline; 0. phases/t_all: the run's phase times, with "plots" added, go
+    into environment.json and the page."""
+    root = Path(root)
+    if refuse(problems, root, allow_partial):
+        return 1
+    t = time.perf_counter()
+    with staging(root) as stage:
+        results.write(data, stage)
+        for d in results.recorded(root):
+            if d.name != data.gpu:
+                shutil.copytree(d, results.data_dir(d.name, stage))
+        datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu])
+        if phases is not None:
+            phases["plots"] = time.perf_counter() - t
+            data.environment["phases_s"] = {k: round(v, 1) for k, v in phases.items()}
+            if t_all is not None:
+                data.environment["wall_s"] = round(time.perf_counter() - t_all, 1)
+            results.write(data, stage)
+            datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu], figures=False)
+        headline = report.headline_text(datas[0]) if root.resolve() == results.REPORTS.resolve() else None
+        swap_in(stage, root, [f"data/{data.gpu}", "figures", "README.md"])
+    if headline:
+        report.write_headline(*headline)
+    return 0
