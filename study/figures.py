@@ -152,7 +152,7 @@ def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
     cat_pos = {c: i for i, c in enumerate(cats)}
     scs = df["scaling"].fillna("") if "scaling" in df else pd.Series("", index=df.index)   # fp8: tensor / row
     keys = sorted(set(zip(df["family"], df["stage"], df["layout"], df["kind"], scs)),
-                  key=lambda k: (k[0] != "cublas", k[1], k[0], k[2]))
+                  key=lambda k: (k[0] != "cublas", k[1], k[0], k[2], k[3], k[4]))  # total order: no set-order noise
     palette = plt.get_cmap("tab20").colors
     stages = sorted({k[1] for k in keys if k[0] not in ("cublas", "inductor")})
     for fam, st, lay, kind, sc in keys:
