@@ -212,6 +212,14 @@ def _restore_flags(saved):
     m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = saved
 
 
+def _refuse_scaled_mm(family: str, p, scales):
+    """ValueError if torch._scaled_mm (the fp8 baselines' path) cannot take this problem."""
+    if scales:
+        why = fp8.check_scaled_mm(p.N, p.K, *fp8.scaled_mm_flags(p.M, p.N, p.scale_a_per_row, p.scale_b_per_col))
+        if why:
+            raise ValueError(f"{family} fp8: {why}")
+
+
 class CublasKernel(Kernel):
     """cuBLAS through torch at one precision; the global TF32/reduced-precision flags are set
     for the call and restored after it. Takes NN or NT (b may be a transposed view).
@@ -231,10 +239,7 @@ class CublasKernel(Kernel):
         self._init_precision(fast_accum)
 
     def _check_limits(self, p, a, b, c, scales=None):
-        why = fp8.check_scaled_mm(p.N, p.K, *fp8.scaled_mm_flags(p.M, p.N, p.scale_a_per_row, p.scale_b_per_col)) \
-            if scales else None
-        if why:
-            raise ValueError(f"cublas fp8: {why}")
+        _refuse_scaled_mm("cublas", p, scales)
 
     def _run(self, p, a, b, c, alpha, beta, scales=None):
         if scales:
@@ -267,10 +272,7 @@ class InductorKernel(Kernel):
         self.compiled = inductor.Compiled(scaled=precision in SCALED, fast_accum=self.fast_accum)
 
     def _check_limits(self, p, a, b, c, scales=None):
-        why = fp8.check_scaled_mm(p.N, p.K, *fp8.scaled_mm_flags(p.M, p.N, p.scale_a_per_row, p.scale_b_per_col)) \
-            if scales else None
-        if why:
-            raise ValueError(f"inductor fp8: {why}")
+        _refuse_scaled_mm("inductor", p, scales)
 
     def _run(self, p, a, b, c, alpha, beta, scales=None):
         if scales:
