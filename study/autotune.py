@@ -5,6 +5,9 @@ configuration on the caller's operands (into a scratch output, so C is never tou
 fastest, and caches the choice per GPU, stage, precision, shape class and copy path (16-byte
 or not: "unaligned" classes are searched apart) in a JSON file
 (STUDY_CACHE_DIR, default <repo>/build). `study.autotune.table()` shows what was chosen.
+The GPU model is in every key, so an H100's choices are never an H200's; the tests point
+STUDY_CACHE_DIR at their own directory (tests/conftest.py), so a search timed while pytest-xdist
+workers share the GPU is never the study's. Saves merge with what other processes wrote.
 """
 from __future__ import annotations
 
@@ -62,11 +65,21 @@ def _load() -> dict:
 
 
 def _save():
+    global _cache
+    import fcntl
+
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(_cache, indent=1, sort_keys=True))
-    tmp.replace(path)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # one writer at a time; others' entries are kept
+        try:
+            disk = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            disk = {}
+        _cache = {**disk, **(_cache or {})}
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(_cache, indent=1, sort_keys=True))
+        tmp.replace(path)
 
 
 def time_config(kern, p, a, b, c, config: int, reps: int = 9) -> float:

@@ -14,6 +14,9 @@ import time
 
 from .registry import ROOT
 
+# Untracked (not ignored) files here make the tree dirty: stage files and the harness.
+UNTRACKED_DIRTY = ("cuda_src", "triton_kernels", "study")
+
 
 def _out(cmd) -> str:
     try:
@@ -22,8 +25,99 @@ def _out(cmd) -> str:
         return ""
 
 
-def collect() -> dict:
-    """Everything a reader needs to place the numbers: one flat dict for environment.json."""
+def git_dirty() -> bool:
+    """True when tracked files differ from HEAD, or when untracked (not ignored) files lie under
+    the stage and harness folders: a new stage file runs in the study before it is committed."""
+    if _out(["git", "status", "--porcelain", "--untracked-files=no"]):
+        return True
+    return bool(_out(["git", "ls-files", "--others", "--exclude-standard", "--", *UNTRACKED_DIRTY]))
+
+
+def cuda_uuid() -> str | None:
+    """"GPU-xxxxxxxx-..." (nvidia-smi's spelling) of the CUDA device the study measures (the
+    current one: 0 unless changed), or None without a GPU or a torch that reports it."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        u = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    except Exception:
+        return None
+    if u is None:
+        return None
+    u = str(u)
+    return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
+
+
+def _same_uuid(a: str, b: str) -> bool:
+    def norm(x):
+        x = x.strip().lower()
+        return x[4:] if x.startswith(("gpu-", "mig-")) else x
+    return bool(a) and bool(b) and norm(a) == norm(b)
+
+
+def smi_pick(lines, uuid: str | None) -> list | None:
+    """The fields after the uuid of the nvidia-smi line (--query-gpu=uuid,...) whose uuid is
+    `uuid`; the first line's when uuid is None (no torch UUID: nvidia-smi's GPU 0); None when no
+    line matches (CUDA_VISIBLE_DEVICES and nvidia-smi's PCI order may differ: never guess)."""
+    for line in lines:
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) < 2:
+            continue
+        if uuid is None or _same_uuid(parts[0], uuid):
+            return parts[1:]
+    return None
+
+
+def _loaded(name: str) -> list:
+    """Paths of the shared libraries this process has mapped whose file name holds `name`."""
+    try:
+        with open("/proc/self/maps") as f:
+            return sorted({ln.split()[-1] for ln in f if name in ln.rsplit("/", 1)[-1]})
+    except OSError:
+        return []
+
+
+def cublas_version() -> dict:
+    """{"cublas": version, "cublas_source": where from}: cublasLtGetVersion() of the libcublasLt
+    this process loaded (torch's), else the nvidia-cublas wheel's version; else
+    {"cublas_unknown_cuda_runtime_torch": torch.version.cuda} (the runtime torch was built for,
+    not cuBLAS's own version)."""
+    import ctypes
+
+    for lib in _loaded("libcublasLt.so"):
+        try:
+            fn = ctypes.CDLL(lib).cublasLtGetVersion
+            fn.restype = ctypes.c_size_t
+            v = int(fn())
+        except (OSError, AttributeError):
+            continue
+        if v > 0:
+            return {"cublas": f"{v // 10000}.{v // 100 % 100}.{v % 100}", "cublas_source": f"cublasLtGetVersion ({lib})"}
+    from importlib import metadata
+
+    for dist in ("nvidia-cublas-cu12", "nvidia-cublas-cu13", "nvidia-cublas-cu11", "nvidia-cublas"):
+        try:
+            return {"cublas": metadata.version(dist), "cublas_source": f"pip package {dist}"}
+        except metadata.PackageNotFoundError:
+            continue
+    import torch
+
+    return {"cublas_unknown_cuda_runtime_torch": torch.version.cuda}
+
+
+def settings_fields(settings) -> dict:
+    """The study's measure.Settings as a dict, and its operand seed, for environment.json."""
+    from dataclasses import asdict
+
+    d = asdict(settings)
+    return {"settings": d, "seed": d.get("seed")}
+
+
+def collect(settings=None) -> dict:
+    """Everything a reader needs to place the numbers: one flat dict for environment.json (with
+    settings, a measure.Settings: its fields and seed too)."""
     import torch
     import triton
 
@@ -39,39 +133,48 @@ def collect() -> dict:
         # A copy of the tree without .git (a remote GPU box) passes the commit in STUDY_GIT_COMMIT.
         "git_commit": os.environ.get("STUDY_GIT_COMMIT") or _out(["git", "rev-parse", "--short=12", "HEAD"]),
         "git_dirty": (os.environ.get("STUDY_GIT_DIRTY", "") == "1") if os.environ.get("STUDY_GIT_COMMIT")
-                     else bool(_out(["git", "status", "--porcelain", "--untracked-files=no"])),
+                     else git_dirty(),
         "nvcc": (_out(["nvcc", "--version"]).splitlines() or [""])[-1],
     }
+    env.update(cublas_version())
+    if settings is not None:
+        env.update(settings_fields(settings))
     if device.capability() is not None:
-        p = torch.cuda.get_device_properties(0)
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update({
             "gpu_full_name": p.name, "compute_capability": f"{p.major}.{p.minor}",
             "sms": p.multi_processor_count, "memory_gib": round(p.total_memory / 2**30, 1),
             "l2_mib": round(getattr(p, "L2_cache_size", 0) / 2**20, 1),
         })
-        q = _out(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit",
-                  "--format=csv,noheader,nounits", "-i", "0"])
-        if q:
-            parts = [x.strip() for x in q.split(",")]
+        uuid = cuda_uuid()
+        env["gpu_uuid"] = uuid
+        q = _out(["nvidia-smi", "--query-gpu=uuid,driver_version,clocks.max.sm,power.limit",
+                  "--format=csv,noheader,nounits"])
+        parts = smi_pick(q.splitlines(), uuid)
+        if parts:
             env.update(dict(zip(["driver", "sm_clock_max_mhz", "power_limit_w"], parts)))
     return env
 
 
 class ClockSampler:
-    """Samples the SM clock and the board power every `period_s` in a thread: nvidia-smi, else
-    the clock alone from torch.cuda.clock_rate. `during(t0, t1)` gives the medians over a
-    window (a shape's timed rounds), `latest()` the last sample."""
+    """Samples the SM clock and the board power every `period_s` in a thread: nvidia-smi (the GPU
+    whose UUID is the measured CUDA device's), else the clock alone from torch.cuda.clock_rate.
+    `during(t0, t1)` gives the medians over a window (a shape's timed rounds), `latest()` the
+    last sample."""
 
     def __init__(self, period_s: float = 0.1):
         self.period_s, self._stop = period_s, threading.Event()
         self.samples: list = []  # (time.time(), SM MHz, board W or nan)
-        self._proc, self._thread = None, None
+        self._proc, self._thread, self.uuid = None, None, None
 
     def start(self):
         smi = shutil.which("nvidia-smi")
         if smi:
+            # Every GPU's line, kept by UUID: nvidia-smi's index 0 (PCI order) need not be CUDA's
+            # device 0 (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
+            self.uuid = cuda_uuid()
             self._proc = subprocess.Popen(
-                [smi, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-i", "0",
+                [smi, "--query-gpu=uuid,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                  "-lms", str(int(self.period_s * 1000))], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self._thread = threading.Thread(target=self._read_smi, daemon=True)
         else:
@@ -80,14 +183,23 @@ class ClockSampler:
         return self
 
     def _read_smi(self):
+        first = None   # without a CUDA UUID: the first GPU nvidia-smi lists, as before
         for line in self._proc.stdout:
             parts = [x.strip() for x in line.split(",")]
+            if len(parts) < 2:
+                continue
+            if self.uuid is None:
+                first = first or parts[0]
+                if parts[0] != first:
+                    continue
+            elif not _same_uuid(parts[0], self.uuid):
+                continue
             try:
-                mhz = float(parts[0])
+                mhz = float(parts[1])
             except ValueError:
                 continue
             try:
-                watts = float(parts[1])
+                watts = float(parts[2])
             except (IndexError, ValueError):  # "[N/A]" on boards that do not report power
                 watts = math.nan
             self.samples.append((time.time(), mhz, watts))

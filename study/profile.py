@@ -25,7 +25,7 @@ import pandas as pd
 import triton
 import triton.language as tl
 
-from .registry import PACKAGE_PARENT, ROOT
+from .registry import ROOT
 
 BASE_METRICS = [
     "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
@@ -124,8 +124,9 @@ def profile(groups: dict, shapes: dict, out_dir: Path, timeout_s: int = 300) -> 
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(metrics),
            "--target-processes", "all", "-f", "-o", str(rep),
            sys.executable, "-m", "study.worker", "profile", str(tmp / "spec.json"), str(tmp / "order.json")]
-    env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.setdefault("TRITON_CACHE_AUTOTUNING", "1")  # reuse the bench children's autotune results
+    from .runner import child_env
+
+    env = child_env()   # the bench children's Triton cache: reuse their autotune results
     # Own process group: on timeout ncu and the profiled python go together.
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)

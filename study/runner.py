@@ -27,7 +27,7 @@ from pathlib import Path
 from .measure import (NOT_RUNNABLE, Settings, context_alive, make_call, measure_shape, predict_skips, result_row,
                       short_error)
 from .plan import Entry, Shape, group_shapes
-from .registry import PACKAGE_PARENT, ROOT
+from .registry import PACKAGE_PARENT, ROOT, STATE_ROOT
 
 
 def child_main(spec_path) -> int:
@@ -89,6 +89,24 @@ def run_child(spec: dict) -> int:
     return 0
 
 
+def triton_cache_dir() -> Path:
+    """Triton's on-disk cache for the study's children, one per GPU model: its autotune entries
+    are keyed by arch, not model, so an H100's choices would be an H200's."""
+    from . import device
+
+    return Path(os.environ.get("STUDY_CACHE_DIR", STATE_ROOT / "build")) / "triton" / device.gpu_name()
+
+
+def child_env(**extra) -> dict:
+    """os.environ for a study child (bench or ncu): the package importable, @triton.autotune
+    results on disk (later children and runs reuse the search) in triton_cache_dir() unless
+    the user set TRITON_CACHE_DIR."""
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+    env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+    env.setdefault("TRITON_CACHE_DIR", str(triton_cache_dir()))
+    return env
+
+
 @dataclass
 class GroupResult:
     precision: str
@@ -142,10 +160,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
                 "skip": [[asdict(e), why] for e, why in skip.items()], "explicit_shapes": explicit_shapes}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec, f)
-        env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   PYTHONUNBUFFERED="1")
-        # @triton.autotune results on disk: later children (ncu) and runs reuse the search.
-        env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+        env = child_env(PYTHONUNBUFFERED="1")
         err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen([sys.executable, "-m", "study.worker", "measure", f.name], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)

@@ -217,7 +217,9 @@ def run(opts: Options) -> int:
 def _run(opts: Options, groups: dict, shapes: list) -> int:
     t_all, phases = time.perf_counter(), {}
     gpu = device.gpu_name()
+    settings = Settings.quick() if opts.quick else Settings()
     env = environment.collect()
+    env.update(environment.settings_fields(settings))   # the budgets and the operands' seed
     env["mode"] = ("quick" if opts.quick else "full") + (f" (filtered: {opts.filters()})" if opts.filters() else "")
     clock = environment.ClockSampler().start()
     logs = build.build_dir().parent / "reports_logs"
@@ -232,7 +234,7 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
     phases["ceilings"] = time.perf_counter() - t
     say("ceilings: " + ", ".join(f"{r.name} {r.value:.1f} {r.unit}" for r in ceil.itertuples()
                                  if r.source == "measured"))
-    got = _measure(groups, shapes, Settings.quick() if opts.quick else Settings(), clock, logs, phases,
+    got = _measure(groups, shapes, settings, clock, logs, phases,
                    explicit=bool(opts.shapes))
     res = pd.DataFrame(got["rows"])
     if res.empty:

@@ -17,6 +17,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))   # gemm_checks, interp_run
 
+# The tests' own autotune caches (CUDA s08's autotune.json, the study children's Triton cache),
+# set before study is imported and inherited by pytest-xdist's workers: a search timed while 4
+# workers share the GPU is never reused by `make reports`, nor one of theirs by the tests.
+TEST_CACHE_DIR = ROOT / "build" / "test-cache"
+os.environ["STUDY_CACHE_DIR"] = str(TEST_CACHE_DIR)
+
 import study  # noqa: E402
 from study.registry import parse_header  # noqa: E402
 

@@ -1,0 +1,186 @@
+"""Provenance (issue 19), without a GPU: the tests' autotune cache is not the study's, caches are
+per GPU model, environment.json names cuBLAS, the GPU's UUID, the settings and the seed, an
+untracked stage file makes the tree dirty, and the clock sampler reads the measured GPU."""
+from __future__ import annotations
+
+import io
+import subprocess
+from dataclasses import asdict
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from study import autotune, device, environment, runner
+from study.measure import Settings
+from study.plan import Shape
+from study.registry import STATE_ROOT
+
+UUID = "5d0a1c2e-0000-1111-2222-333344445555"   # torch's spelling; nvidia-smi's has "GPU-"
+
+
+def test_tests_have_their_own_autotune_cache():
+    """conftest points STUDY_CACHE_DIR elsewhere before study is imported (xdist workers
+    inherit it): no search timed under the tests' GPU contention lands in the study's cache."""
+    assert autotune.cache_path() != STATE_ROOT / "build" / "autotune.json"
+    assert "test" in autotune.cache_path().parent.name
+    assert runner.triton_cache_dir().parent.parent == autotune.cache_path().parent
+
+
+def test_autotune_cache_is_per_gpu_model_and_keeps_other_writers(tmp_path, monkeypatch):
+    from study.operands import Problem
+
+    kern, a = SimpleNamespace(name="cuda:s08_autotuned"), torch.empty(64, 64)
+    p = Problem(64, 64, 64, 64, 64, 64, "fp32", "NN")
+    keys = {}
+    for gpu in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_H200"):
+        monkeypatch.setattr(device, "gpu_name", lambda gpu=gpu: gpu)
+        keys[gpu] = autotune._key(kern, p, a, a, a)
+        assert keys[gpu].startswith(gpu + "|")
+    assert len(set(keys.values())) == 2
+    # another process saved meanwhile: its entry survives this one's save
+    monkeypatch.setenv("STUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_cache", {"mine": {"config": 0}})
+    autotune.cache_path().write_text('{"theirs": {"config": 1}}')
+    autotune._save()
+    import json
+    assert set(json.loads(autotune.cache_path().read_text())) == {"mine", "theirs"}
+
+
+class FakeProc:
+    def __init__(self, cmd, env=None, stdout=None, lines="", **kw):
+        self.cmd, self.env, self.returncode = cmd, env, 0
+        self.stdout = io.StringIO(lines)
+
+    def wait(self, timeout=None):
+        return 0
+
+    def terminate(self):
+        pass
+
+
+def test_children_get_a_triton_cache_per_gpu_model(monkeypatch):
+    """Triton keys its autotune cache by arch (sm_90 for H100 and H200): the study's children
+    get a directory per GPU model unless the user chose TRITON_CACHE_DIR."""
+    seen = []
+
+    def popen(cmd, **kw):
+        seen.append(FakeProc(cmd, lines='{"event": "done"}\n', **kw))
+        return seen[-1]
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    dirs = []
+    for gpu in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_H200"):
+        monkeypatch.setattr(device, "gpu_name", lambda gpu=gpu: gpu)
+        runner.run_group("fp32", [], [Shape(128, 128, 128)], Settings())
+        env = seen[-1].env
+        assert env["TRITON_CACHE_AUTOTUNING"] == "1"
+        assert env["TRITON_CACHE_DIR"].endswith(gpu) and "triton" in env["TRITON_CACHE_DIR"]
+        dirs.append(env["TRITON_CACHE_DIR"])
+    assert dirs[0] != dirs[1]
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/mine")
+    runner.run_group("fp32", [], [Shape(128, 128, 128)], Settings())
+    assert seen[-1].env["TRITON_CACHE_DIR"] == "/mine"
+
+
+def fake_gpu(monkeypatch):
+    """torch.cuda as on a box whose CUDA device 0 is nvidia-smi's second GPU."""
+    monkeypatch.setattr(device, "capability", lambda: (9, 0))
+    monkeypatch.setattr(device, "gpu_name", lambda: "NVIDIA_H200")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i=0: SimpleNamespace(
+        name="NVIDIA H200", major=9, minor=0, multi_processor_count=132, total_memory=140 * 2**30,
+        L2_cache_size=60 * 2**20, uuid=UUID))
+
+
+SMI = f"GPU-ffffffff-0000-1111-2222-333344445555, 550.54, 1980, 700\nGPU-{UUID}, 550.54, 1830, 600\n"
+
+
+def test_environment_names_cublas_uuid_settings_and_seed(monkeypatch):
+    fake_gpu(monkeypatch)
+    real_out = environment._out
+    monkeypatch.setattr(environment, "_out", lambda cmd: SMI if cmd[0] == "nvidia-smi" else real_out(cmd))
+    env = environment.collect(settings=Settings(seed=7))
+    assert env["gpu_uuid"] == f"GPU-{UUID}"
+    assert (env["driver"], env["sm_clock_max_mhz"], env["power_limit_w"]) == ("550.54", "1830", "600")
+    assert env["settings"] == asdict(Settings(seed=7)) and env["seed"] == 7
+    assert env.get("cublas") or "cublas_unknown_cuda_runtime_torch" in env
+    assert "settings" not in environment.collect()   # the old call still works
+
+
+def test_cublas_version_sources(monkeypatch):
+    from importlib import metadata
+
+    monkeypatch.setattr(environment, "_loaded", lambda name: [])
+
+    def version(dist):
+        if dist == "nvidia-cublas-cu12":
+            return "12.4.5.8"
+        raise metadata.PackageNotFoundError(dist)
+    monkeypatch.setattr(metadata, "version", version)
+    assert environment.cublas_version() == {"cublas": "12.4.5.8", "cublas_source": "pip package nvidia-cublas-cu12"}
+    monkeypatch.setattr(metadata, "version", lambda d: (_ for _ in ()).throw(metadata.PackageNotFoundError(d)))
+    assert environment.cublas_version() == {"cublas_unknown_cuda_runtime_torch": torch.version.cuda}
+
+
+def test_sweep_records_settings_and_seed(tmp_path, monkeypatch):
+    from study import sweep
+
+    env = {}
+    monkeypatch.setattr(sweep.device, "gpu_name", lambda: "FAKE_GPU")
+    monkeypatch.setattr(sweep.environment, "collect", lambda: env)
+    monkeypatch.setattr(sweep.environment, "ClockSampler", lambda: type("C", (), {"start": lambda s: s})())
+    monkeypatch.setattr(sweep.build, "build_dir", lambda: tmp_path / "build" / "cuda")
+    monkeypatch.setattr(sweep, "_build", lambda groups: ([], None))
+    monkeypatch.setattr(sweep.ceilings, "measure", lambda gpu, quick: __import__("pandas").DataFrame(
+        columns=["name", "value", "unit", "source"]))
+    monkeypatch.setattr(sweep, "_measure", lambda *a, **k: {"rows": [], "resources": [], "autotune": [], "crashes": []})
+    assert sweep.run(sweep.Options(quick=True, precisions=("fp32",), root=tmp_path / "reports")) == 1
+    assert env["settings"] == asdict(Settings.quick()) and env["seed"] == Settings.quick().seed
+
+
+def git(repo, *args):
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("untracked, dirty", [
+    ("study/new_helper.py", True), ("cuda_src/s99_new.cu", True), ("triton_kernels/s99_new.py", True),
+    ("study/__pycache__/x.pyc", False),   # ignored
+    ("notes.txt", False),                 # outside the stages and the harness
+    (None, False)])
+def test_untracked_stage_files_make_the_tree_dirty(tmp_path, monkeypatch, untracked, dirty):
+    repo = tmp_path / "repo"
+    (repo / "study").mkdir(parents=True)
+    (repo / "study" / "a.py").write_text("x = 1\n")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    if untracked:
+        (repo / untracked).parent.mkdir(parents=True, exist_ok=True)
+        (repo / untracked).write_text("new\n")
+    monkeypatch.setattr(environment, "ROOT", repo)
+    monkeypatch.delenv("STUDY_GIT_COMMIT", raising=False)
+    assert environment.collect()["git_dirty"] is dirty
+
+
+def test_clock_sampler_reads_the_measured_gpu(monkeypatch):
+    """nvidia-smi's GPU 0 is another board here: the sampler keeps the line whose UUID is the
+    CUDA device's, whatever nvidia-smi's order."""
+    fake_gpu(monkeypatch)
+    procs = []
+
+    def popen(cmd, **kw):
+        procs.append(FakeProc(cmd, lines="".join(
+            f"GPU-ffffffff-0000-1111-2222-333344445555, 1410, 300.5\nGPU-{UUID}, {1980 - i}, 650.0\n"
+            for i in range(3)), **kw))
+        return procs[-1]
+    monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(environment.subprocess, "Popen", popen)
+    clock = environment.ClockSampler().start()
+    clock._thread.join(timeout=10)
+    assert [m for _, m, _ in clock.samples] == [1980.0, 1979.0, 1978.0]
+    assert clock.latest()["power_w"] == 650.0
+    assert "-i" not in procs[0].cmd
+    assert clock.stop()["sm_clock_median_mhz"] == 1979.0
