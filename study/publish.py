@@ -5,7 +5,7 @@ pages into the reports root whole, or leave the recorded ones untouched.
     missing(rows, groups, shapes, ...)  what the run lost against that plan: the planned
                                         kernel-shapes without a row, and each group that crashed
     commit(data, root, problems, ...)   refuse (1) on problems unless allow_partial; else write the
-                                        tables, figures and README into a staging directory under
+                                        tables, figures and pages into a staging directory under
                                         root and os.replace them in, then the project headline
 
 A kernel that crashed its child is not a problem here: the runner restarts the child without
@@ -105,7 +105,7 @@ def commit(data: results.Data, root: Path, problems: list, allow_partial: bool =
             results.write(data, stage)
             datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu], figures=False)
         headline = report.headline_text(datas[0]) if root.resolve() == results.REPORTS.resolve() else None
-        swap_in(stage, root, [f"data/{data.gpu}", "figures", "README.md"])
+        swap_in(stage, root, [f"data/{data.gpu}", *report.page_parts(datas)])
     if headline:
         report.write_headline(*headline)
     return 0

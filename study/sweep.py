@@ -28,6 +28,7 @@ from .registry import find
 from .roofline import annotate
 
 RESULT_KEY = ["family", "stage", "kind", "dtype", "layout", "scaling", "M", "N", "K"]
+AUTOTUNE_KEY = ["family", "stage", "precision", "shape_class"]   # one choice per shape class (Triton rows have no layout)
 
 
 @dataclass
@@ -270,7 +271,10 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
         res = annotate(res, ceil, prof if len(prof) else None)  # % columns against the merged cuBLAS rows
         say(f"filtered run: merged with the earlier tables in {old}")
     res = res.sort_values(["dtype", "M", "N", "K", "family", "stage", "layout", "kind"], kind="stable")
-    data = results.Data(gpu, res, ceil, res_df, builds, prof, _autotune_rows(gpu, got["autotune"]), env)
+    tuned = _autotune_rows(gpu, got["autotune"])
+    if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
+        tuned = merge(prev.autotune, tuned, AUTOTUNE_KEY)
+    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env)
     commit(data, root, [], phases=phases, t_all=t_all)   # its problems were said (and refused) above
     ok = (res["status"] == "ok").sum()
     say(f"wrote {old} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "

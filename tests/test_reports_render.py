@@ -22,6 +22,13 @@ def rendered(tmp_path_factory):
     return root, written
 
 
+def pages_text(root: Path) -> str:
+    """The generated pages: the overview README.md, method.md and each GPU's detail pages."""
+    pages = [root / "README.md", root / "method.md"] + sorted(p for d in report.recorded(root)
+                                                            for p in (root / d.name).glob("*.md"))
+    return "\n".join(p.read_text() for p in pages)
+
+
 def test_fixture_is_complete():
     (gpu_dir,) = report.recorded(FIXTURE)
     data = report.load(gpu_dir)
@@ -33,7 +40,7 @@ def test_fixture_is_complete():
 
 def test_readme_and_figures(rendered):
     root, written = rendered
-    text = (root / "README.md").read_text()
+    text = pages_text(root)
     (gpu_dir,) = report.recorded(root)
     data = report.load(gpu_dir)
     for section in ("### Environment", "### Ceilings", "### Rooflines", "### Accuracy", "## Method"):
@@ -52,6 +59,7 @@ def test_render_is_deterministic(rendered, tmp_path):
     shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
     report.render(tmp_path)
     assert (tmp_path / "README.md").read_text() == (root / "README.md").read_text()
+    assert pages_text(tmp_path) == pages_text(root)
 
 
 def test_datasheet_rows_name_their_gpu():
@@ -79,7 +87,7 @@ def test_clock_sampler_window_medians():
 
 def test_ladder_tables_name_their_clock(rendered):
     root, _ = rendered
-    text = (root / "README.md").read_text()
+    text = pages_text(root)
     assert "4096^3 (speedup: over the family's previous stage at the same shape; during the timed " \
            "rounds: SM clock 1755 MHz):" in text  # the fixture records sm_mhz, no power_w
 
@@ -95,7 +103,7 @@ def test_expect_brief_is_the_first_sentence_without_notes():
 
 def test_ladder_tables_show_the_brief_expect(rendered):
     root, _ = rendered
-    text = (root / "README.md").read_text()
+    text = pages_text(root)
     (gpu_dir,) = report.recorded(root)
     data = report.load(gpu_dir)
     stages = {s.stem: s for s in all_stages() if s.family == "cuda"}

@@ -1,0 +1,113 @@
+"""The generated report pages (CPU, from the committed data): an overview under 25 KB whose
+findings are one sentence each with a number and a link, detail pages per GPU, every link and
+image resolving to a file, no "nan"/"None"/"<NA>" in a table cell, the same markdown twice."""
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from study import pages, report
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = ROOT / "reports" / "data"
+FIXTURE = Path(__file__).parent / "data" / "reports_fixture" / "data"
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+BAD = {"nan", "None", "<NA>", "NaN", "NaT"}
+
+
+def _render(data_dir: Path, root: Path) -> Path:
+    shutil.copytree(data_dir, root / "data")
+    report.render(root)
+    return root
+
+
+@pytest.fixture(scope="module", params=["committed", "fixture"])
+def rendered(request, tmp_path_factory):
+    src = COMMITTED if request.param == "committed" else FIXTURE
+    if not any(src.glob("*/results.csv")):
+        pytest.skip(f"no recorded data under {src}")
+    return _render(src, tmp_path_factory.mktemp(request.param))
+
+
+def markdown_files(root: Path) -> list:
+    return sorted(p for p in root.rglob("*.md") if "data" not in p.relative_to(root).parts)
+
+
+def test_detail_pages_exist(rendered):
+    datas = [report.load(d) for d in report.recorded(rendered)]
+    assert (rendered / "README.md").exists() and (rendered / "method.md").exists()
+    for data in datas:
+        for prec in pages.precisions(data):
+            assert (rendered / data.gpu / f"{prec}.md").exists(), (data.gpu, prec)
+        assert (rendered / data.gpu / "autotune.md").exists()
+        assert (rendered / data.gpu / "environment.md").exists()
+    readme = (rendered / "README.md").read_text()
+    for md in markdown_files(rendered):   # each page is linked from the overview
+        if md.name != "README.md":
+            assert str(md.relative_to(rendered)) in readme, md
+
+
+def test_every_link_and_image_resolves(rendered):
+    checked = 0
+    for md in markdown_files(rendered):
+        for target in LINK.findall(md.read_text()):
+            if re.match(r"[a-z]+://", target) or target.startswith("#"):
+                continue
+            path = (md.parent / target.split("#")[0]).resolve()
+            assert path.is_file(), f"{md.relative_to(rendered)} links {target}, which is not a file"
+            checked += 1
+    assert checked > 20
+
+
+def test_no_missing_markers_in_table_cells(rendered):
+    for md in markdown_files(rendered):
+        for line in md.read_text().splitlines():
+            if line.startswith("|"):
+                cells = {c.strip() for c in line.strip().strip("|").split("|")}
+                assert not cells & BAD, f"{md.relative_to(rendered)}: {line[:200]}"
+
+
+def test_no_development_history_in_pages(rendered):
+    for md in markdown_files(rendered):
+        assert not re.search(r"\bissue \d+", md.read_text(), flags=re.I), md
+    text = "".join(p.read_text() for p in markdown_files(rendered))
+    if "Findings (not stages)" in text:   # rows recorded with the older note read in the plan's wording
+        assert "header layout NT, measured with a row-major B (NN)" in text
+
+
+def test_overview_is_small_and_findings_first(rendered):
+    text = (rendered / "README.md").read_text()
+    assert len(text.encode()) < 25_000
+    assert text.index("## Findings") < text.index("## Detail pages")
+    assert "![" in text.split("## Key figures", 1)[1]
+
+
+def test_findings_are_one_sentence_with_a_number_and_a_link(rendered):
+    text = (rendered / "README.md").read_text()
+    block = text.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    items = [ln[2:] for ln in block.splitlines() if ln.startswith("- ")]
+    assert 6 <= len(items) <= 10 or rendered.name.startswith("fixture"), items
+    assert items
+    for item in items:
+        assert LINK.search(item), item
+        assert re.search(r"\d", LINK.sub("", item)), item
+        assert item.endswith("."), item
+        # one sentence: no sentence end (". " before a capital) inside it
+        assert len(re.split(r"(?<=[.!?])\s+(?=[A-Z])", LINK.sub("link", item))) == 1, item
+
+
+def test_render_twice_is_identical(rendered, tmp_path):
+    src = rendered / "data"
+    again = _render(src, tmp_path / "again")
+    first = {str(p.relative_to(rendered)): p.read_text() for p in markdown_files(rendered)}
+    second = {str(p.relative_to(again)): p.read_text() for p in markdown_files(again)}
+    assert first == second
+
+
+def test_swap_list_covers_every_page(rendered):
+    datas = [report.load(d) for d in report.recorded(rendered)]
+    parts = report.page_parts(datas)
+    for md in markdown_files(rendered):
+        rel = md.relative_to(rendered)
+        assert str(rel) in parts or rel.parts[0] in parts, rel
