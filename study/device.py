@@ -7,11 +7,12 @@ import torch
 
 
 @functools.lru_cache(maxsize=None)
-def capability() -> tuple | None:
-    """(major, minor) of GPU 0, or None without a usable CUDA GPU."""
+def capability(index: int = 0) -> tuple | None:
+    """(major, minor) of GPU `index` (default GPU 0, what stages are compiled for), or None
+    without a usable CUDA GPU. A call passes its operands' device index."""
     if not torch.cuda.is_available():
         return None
-    return tuple(torch.cuda.get_device_capability(0))
+    return tuple(torch.cuda.get_device_capability(index))
 
 
 @functools.lru_cache(maxsize=None)

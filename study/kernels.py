@@ -4,7 +4,9 @@ CUDA stages (compiled by build.py), Triton stages (their file's `matmul`), cuBLA
 fp8: torch._scaled_mm) and Inductor's autotuned Triton GEMM (inductor.py) behind one interface.
 One checker (operands.py) serves all families, so a bad argument gets the same message whichever
 kernel it reaches, before any launch. A kernel that cannot run on this machine (no GPU, wrong
-architecture) refuses at construction with RuntimeError saying why.
+architecture) refuses at construction with RuntimeError saying why; a call makes the operands'
+GPU current, then checks its architecture and the kernel's limits. Every family gets beta as the
+kernels see it (operands.kernel_beta), and c's version counter is bumped after the raw write.
 
 fp8 kernels take the scales too: `f(a, b, c=None, *, scale_a, scale_b, alpha=1.0, beta=0.0)`,
 a and b e4m3 (b the transposed view of a contiguous [N, K]), C in bf16 (the stage's output type),
@@ -19,8 +21,9 @@ import sys
 import torch
 
 from . import build, device, fp8, registry
-from .operands import DTYPES, OUT_DTYPES, Problem, check_operands
+from .operands import DTYPES, OUT_DTYPES, Problem, check_operands, kernel_beta
 from .registry import SCALED, Stage
+from .torchflags import matmul_flags, restore_flags
 
 FP8_CAPABILITY = (8, 9)   # e4m3 tensor cores: Ada and Hopper on
 
@@ -41,19 +44,31 @@ class Kernel:
                            scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
         if c is None:
             c = torch.empty((p.M, p.N), dtype=self.out_dtype if p.precision in SCALED else a.dtype, device=a.device)
+        beta = kernel_beta(beta)  # one beta == 0 rule for all families: float32(beta) == 0
         if p.M == 0 or p.N == 0:
             return c
         if p.K == 0:  # A @ B is all zeros: C = beta * C, and beta == 0 never reads C
             return c.zero_() if beta == 0 else c.mul_(beta)
         scales = (scale_a, scale_b) if p.precision in SCALED else None
-        self._check_limits(p, a, b, c, scales)
-        # launch (and autotune) on the operands' GPU, not the current one
-        with torch.cuda.device(a.device) if a.device.type == "cuda" else contextlib.nullcontext():
-            self._run(p, a, b, c, float(alpha), float(beta), scales)
+        # check and launch (and autotune) on the operands' GPU, not the current one
+        gpu = a.device.type == "cuda"
+        with torch.cuda.device(a.device) if gpu else contextlib.nullcontext():
+            if gpu:
+                self._check_device(a.device, device.capability(a.device.index))
+            self._check_limits(p, a, b, c, scales)
+            self._run(p, a, b, c, float(alpha), beta, scales)
+        torch.autograd.graph.increment_version(c)  # raw-pointer writes do not bump it themselves
         return c
 
     def _allow_cpu(self) -> bool:
         return False
+
+    def _check_device(self, dev, cap):
+        """RuntimeError if the operands' GPU `dev` (compute capability `cap`) cannot run this kernel."""
+        stage = getattr(self, "stage", None)
+        why = stage.unavailable_reason(cap) if stage else _fp8_reason(self.precisions[0], cap)
+        if why:
+            raise RuntimeError(f"{self.family} {'stage ' if stage else ''}{self.name} cannot run on {dev}: {why}")
 
     def _check_limits(self, p: Problem, a, b, c, scales=None):
         """Raise ValueError if this kernel's own limits refuse the problem."""
@@ -74,10 +89,11 @@ class Kernel:
         return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {self.layout}{fast}>"
 
 
-def _refuse_without_fp8(what: str, precision: str):
-    cap = device.capability()
+def _fp8_reason(precision: str, cap) -> str | None:
+    """Why a GPU of capability `cap` cannot run a baseline at `precision`, or None."""
     if precision in SCALED and cap is not None and tuple(cap) < FP8_CAPABILITY:
-        raise RuntimeError(f"{what} cannot run here: fp8 needs sm_89+; this GPU is sm_{cap[0]}{cap[1]}")
+        return f"fp8 needs sm_89+; this GPU is sm_{cap[0]}{cap[1]}"
+    return None
 
 
 class CudaKernel(Kernel):
@@ -106,6 +122,13 @@ class CudaKernel(Kernel):
             self.config = names.index("fast_accum")
         elif self.config is not None and self.configs() and self.configs()[self.config:self.config + 1] == ["fast_accum"]:
             self.fast_accum = True
+
+    def _check_device(self, dev, cap):
+        super()._check_device(dev, cap)
+        built = device.capability()   # build.py compiles for GPU 0's architecture
+        if cap is not None and built is not None and tuple(cap) != tuple(built):
+            raise RuntimeError(f"cuda stage {self.name} cannot run on {dev}: it is compiled for GPU 0 "
+                               f"(sm_{built[0]}{built[1]}), {dev} is sm_{cap[0]}{cap[1]}")
 
     def configs(self) -> list:
         """Configuration names of an autotuned stage ([] for a fixed one)."""
@@ -193,23 +216,9 @@ def _check_baseline(family: str, precision: str, layout: str, fast_accum: bool =
                          f"got {layout!r}")
     if device.capability() is None:  # as the stages: refuse here, not at the first call
         raise RuntimeError(f"{family} {precision} cannot run here: no CUDA GPU")
-    _refuse_without_fp8(f"{family} {precision}", precision)
-
-
-def _matmul_flags(precision: str):
-    """Set TF32 and reduced-precision flags for one call; returns the saved values."""
-    m = torch.backends.cuda.matmul
-    saved = (m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction)
-    m.allow_tf32 = precision == "tf32"
-    # Our kernels accumulate in fp32 throughout: ask cuBLAS (and Inductor) for the same.
-    m.allow_fp16_reduced_precision_reduction = False
-    m.allow_bf16_reduced_precision_reduction = False
-    return saved
-
-
-def _restore_flags(saved):
-    m = torch.backends.cuda.matmul
-    m.allow_tf32, m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = saved
+    why = _fp8_reason(precision, device.capability())
+    if why:
+        raise RuntimeError(f"{family} {precision} cannot run here: {why}")
 
 
 def _refuse_scaled_mm(family: str, p, scales):
@@ -245,14 +254,14 @@ class CublasKernel(Kernel):
         if scales:
             fp8.scaled_mm(a, b, c, *scales, alpha, beta, p.scale_a_per_row, p.scale_b_per_col, self.fast_accum)
             return
-        saved = _matmul_flags(p.precision)
+        saved = matmul_flags(p.precision)
         try:
             if beta == 0 and alpha == 1:
                 torch.mm(a, b, out=c)
             else:
                 c.addmm_(a, b, beta=beta, alpha=alpha)
         finally:
-            _restore_flags(saved)
+            restore_flags(saved)
 
 
 class InductorKernel(Kernel):
@@ -281,11 +290,11 @@ class InductorKernel(Kernel):
             per_row, per_col = fp8.scaled_mm_flags(M, N, p.scale_a_per_row, p.scale_b_per_col)
             scales = (sa.reshape(M, 1) if per_row else sa.reshape(()),
                       sb.reshape(1, N) if per_col else sb.reshape(()))
-        saved = _matmul_flags(p.precision)
+        saved = matmul_flags(p.precision)
         try:
             self.compiled(a, b, c, alpha, beta, scales)
         finally:
-            _restore_flags(saved)
+            restore_flags(saved)
 
 
 BASELINES = {"cublas": CublasKernel, "inductor": InductorKernel}

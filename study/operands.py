@@ -5,6 +5,12 @@ precision) or raises ValueError/TypeError naming the argument and what was expec
 copied or converted: a tensor a kernel cannot take as it is, is refused. A scaled precision (fp8:
 e4m3 A and B, C in the stage's output type) also takes scale_a and scale_b (check_scales); any
 other kernel refuses them.
+
+beta == 0 is decided once, with the value the kernels compute with: the launchers take alpha and
+beta as float32, so beta counts as zero iff float32(beta) == 0 (|beta| <= 2**-150, e.g. 1e-46),
+and then no family reads c (kernel_beta() gives what every family is passed: 0.0 or beta).
+Offsets are bounded by int32: every offset a kernel forms from a tensor's rows and leading
+dimension, up to the row pointer one past the end (rows * ld), must fit (check_int32).
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "
           "fp8": torch.float8_e4m3fn}
 OUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}   # the output types a scaled precision names
 INT32_MAX = 2**31 - 1
+F32_ZERO_BELOW = 2.0**-150   # |x| <= this rounds to 0 in float32 (half the smallest subnormal, ties to even)
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,24 @@ def _check_scalar(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real Python number, got {type(value).__name__}")
     return float(value)
+
+
+def beta_is_zero(beta) -> bool:
+    """True iff float32(beta) == 0: the kernels take beta as float32, so this is the value they see."""
+    return abs(float(beta)) <= F32_ZERO_BELOW
+
+
+def kernel_beta(beta) -> float:
+    """The beta every family is passed: 0.0 when float32(beta) == 0 (then c is never read), else beta."""
+    return 0.0 if beta_is_zero(beta) else float(beta)
+
+
+def check_int32(name: str, rows: int, cols: int, ld: int):
+    """ValueError naming the tensor if an offset a kernel forms from it passes int32: the last
+    element ((rows - 1) * ld + cols - 1) and a row pointer one past the end (rows * ld)."""
+    if rows and cols and max((rows - 1) * ld + cols - 1, rows * ld) > INT32_MAX:
+        raise ValueError(f"{name} is too large: its offsets pass int32 indexing ({rows} x {cols}, leading "
+                         f"dimension {ld}: {rows} * {ld} = {rows * ld} > {INT32_MAX}); the kernels index with int32")
 
 
 def check_precisions(precisions) -> tuple:
@@ -158,13 +183,11 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
         if tuple(c.shape) != (M, N):
             raise ValueError(f"c must have shape (M, N) = ({M}, {N}), got {tuple(c.shape)}")
         ldc = _leading_dim(c, "c", "M", "N")
-    elif beta != 0:
+    elif not beta_is_zero(beta):
         raise ValueError("beta must be 0 when c is None (there is no C to scale)")
     for name, rows, cols, ld in (("a", M, K, lda), ("b", *((N, K) if layout == "NT" else (K, N)), ldb),
                                  ("c", M, N, ldc)):
-        if rows and cols and (rows - 1) * ld + cols - 1 > INT32_MAX:
-            raise ValueError(f"{name} is too large: its last element sits past int32 indexing "
-                             f"({rows} x {cols}, leading dimension {ld}); the kernels index with int32")
+        check_int32(name, rows, cols, ld)
     for name, t in (("b", b), ("c", c)):
         if t is not None and t.device != a.device:
             raise ValueError(f"{name} must be on the device of a ({a.device}), got {t.device}")
