@@ -101,3 +101,16 @@ def cuda_built():
         return {}
     stages = study.all_stages("cuda") + broken_stages("cuda")
     return {r.stem: r for r in build.build(stages, jobs=min(16, os.cpu_count() or 1))}
+
+
+def cpu_rowwise_scaled_mm_unsupported() -> str | None:
+    """Why torch._scaled_mm cannot take row-wise scales on CPU tensors here, or None. torch 2.13's
+    CPU kernel takes them; torch 2.11's (the pinned set's) takes per-tensor scales only."""
+    import torch
+
+    a = torch.zeros(16, 16).to(torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(a, a.t(), torch.ones(16, 1), torch.ones(1, 16), out_dtype=torch.bfloat16)
+    except RuntimeError:
+        return f"torch {torch.__version__}: _scaled_mm on CPU takes per-tensor scales only (the GPU tests cover row-wise)"
+    return None

@@ -100,12 +100,17 @@ def test_gemm_bodies_on_cpu():
         c = c0.clone()
         inductor._gemm_fn(alpha_one, beta_zero)(a, b, c, alpha, beta)
         assert torch.allclose(c, alpha * (a @ b) + beta * c0, atol=1e-5)
-    a8, sa = study.quantize_fp8(torch.randn(5, 32, generator=g), "row")
-    w8, sb = study.quantize_fp8(torch.randn(16, 32, generator=g), "row")
-    ref = (a8.double() * sa.double()[:, None]) @ (w8.double() * sb.double()[:, None]).t()
+    from conftest import cpu_rowwise_scaled_mm_unsupported
+
+    # row-wise scales where this torch's CPU _scaled_mm takes them (2.13), else per tensor (2.11)
+    gran = "tensor" if cpu_rowwise_scaled_mm_unsupported() else "row"
+    a8, sa = study.quantize_fp8(torch.randn(5, 32, generator=g), gran)
+    w8, sb = study.quantize_fp8(torch.randn(16, 32, generator=g), gran)
+    sa_, sb_ = (sa.reshape(5, 1), sb.reshape(1, 16)) if gran == "row" else (sa.reshape(()), sb.reshape(()))
+    ref = (a8.double() * sa.double().reshape(-1, 1)) @ (w8.double() * sb.double().reshape(-1, 1)).t()
     for alpha_one, beta_zero, alpha, beta in ((True, True, 1.0, 0.0), (False, False, 2.0, 0.5)):
         c = torch.ones(5, 16, dtype=torch.bfloat16)
-        inductor._scaled_fn(alpha_one, beta_zero, False)(a8, w8.t(), c, sa.reshape(5, 1), sb.reshape(1, 16), alpha, beta)
+        inductor._scaled_fn(alpha_one, beta_zero, False)(a8, w8.t(), c, sa_, sb_, alpha, beta)
         want = alpha * ref + beta * 1.0
         assert float((c.double() - want).norm() / want.norm()) < 1e-2
 
