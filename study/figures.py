@@ -45,14 +45,15 @@ def _size_rows(df: pd.DataFrame, n: int) -> pd.DataFrame:
 
 def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extra: str = ""):
     """Bars per stage at n^3: CUDA and Triton side by side; cuBLAS (and Inductor, green) as a
-    horizontal line per layout. fp8: a bar group per stage and scaling, fast accumulation as a
-    hatched half bar beside each (like a finding), a baseline line per scaling."""
+    horizontal line per layout, labelled, 15% below the top of the y axis. fp8: a bar group per stage and scaling, fast accumulation as a
+    hatched half bar beside each (like a finding), a baseline line per scaling. Returns the y limits."""
     df = _size_rows(results[results["dtype"] == precision], n)
     stages = sorted(df.loc[df["family"].isin(["cuda", "triton"]), "stage"].unique())
     cats = [(st, sc) for st in stages for sc in scalings(df)]   # (stage, "") but for fp8
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(cats) + 2), 4.2))
     width = 0.38
     x = np.arange(len(cats))
+    tops = [0.0]
     for j, fam in enumerate(("cuda", "triton")):
         for i, (st, sc) in enumerate(cats):
             for kind, hatch, shift in (("stage", None, 0.0), ("finding", "//", 0.0), (FAST_ACCUM, "..", 0.0)):
@@ -65,6 +66,7 @@ def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extr
                 if kind != "stage":
                     xpos += width * 0.5
                 if r["status"] == "ok" and math.isfinite(r["tflops"]):
+                    tops.append(r["tflops"])
                     ax.bar(xpos, r["tflops"], width * (0.5 if kind != "stage" else 1.0), color=FAMILY_COLOR[fam],
                            hatch=hatch, edgecolor="white" if hatch is None else "black", alpha=0.6 if hatch else 1.0,
                            label=f"{fam} (finding: {r['layout']})" if kind == "finding" else
@@ -77,6 +79,10 @@ def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extr
         d = scaled(df, sc)
         cb = d[(d["family"] == fam) & (d["layout"] == layout) & (d["status"] == "ok") & (d["kind"] == "baseline")]
         if len(cb):
+            tops.append(cb["tflops"].iloc[0])
+            if fam == "cublas":
+                ax.text(len(cats) - 0.55, cb["tflops"].iloc[0], f"cuBLAS {layout}{tag(sc, 'baseline')}", fontsize=7,
+                        ha="left", va="bottom" if layout == "NN" else "top")
             ax.axhline(cb["tflops"].iloc[0], color="black" if fam == "cublas" else FAMILY_COLOR[fam],
                        linestyle="-." if sc == "row" else style,
                        linewidth=1, label=f"{name} {precision} {layout}{tag(sc, 'baseline')}: {cb['tflops'].iloc[0]:.0f}")
@@ -87,7 +93,11 @@ def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extr
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper left")
+    ax.set_xlim(-0.6, len(cats) + 0.4)            # the cuBLAS labels sit right of the last bars
+    ax.set_ylim(0, max(1.0, max(tops) * 1.15))    # headroom: the cuBLAS line sits inside the frame
+    ylim = ax.get_ylim()
     _save(fig, path)
+    return ylim
 
 
 def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, path: Path, title: str):

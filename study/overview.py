@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from . import decode
+from . import decode, figures_compare
 from .figures import figure_names
 from .pages import precisions, table, title
 from .plan import FAST_ACCUM, FP8_K_SWEEP_MN
@@ -205,7 +205,9 @@ def overview(datas: list) -> str:
                "% of cuBLAS at the same precision and layout; fp8 with per-tensor scales and promoted accumulation. "
                "A precision a GPU's run did not record reads \"not measured\".\n\n" + table(headline(datas)))
     out.append("## Findings\n\n" + "".join(f"- {f}\n" for f in findings(datas)))
-    out.append("## Key figures\n\n" + "\n\n".join(key_figures(datas[0])) + "\n")
+    compare = ([f"![H200 against H100: TFLOP/s ratio per stage](figures/{figures_compare.COMPARE_NAME})"]
+               if figures_compare.pair(datas) is not None and len(figures_compare.ratios(datas)) else [])
+    out.append("## Key figures\n\n" + "\n\n".join(key_figures(datas[0]) + compare) + "\n")
     lines = []
     for data in datas:
         links = [_page(data, p, p) for p in precisions(data)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import decode
+from . import decode, figures_compare
 from .plan import RAGGED_MULTIPLE, SQUARES, is_ragged
 from .registry import PRECISIONS
 from .resources import summary
@@ -136,6 +136,10 @@ def environment_page(data: Data) -> str:
             if col in p:
                 p[col] = p[col].map(lambda v: fmt(v, ".2f"))
         out.append("\n### Nsight Compute profile\n\nOne call per kernel (DRAM MB read + written):\n\n" + table(p))
+    if figures_compare.has_power(data):
+        out.append("\n### Power and clock\n\nLarge shapes of each tensor-core precision: TFLOP/s against board power "
+                   "and SM clock (medians over the shape's interleaved rounds, shared by its kernels), and energy per "
+                   f"PFLOP by kernel.\n\n![power and clock]({fig}/{figures_compare.POWER_NAME})\n")
     out.append(f"\n### Accuracy\n\n![error vs K]({fig}/error_vs_k.png)\n")
     if len(data.resources):
         out.append("\n### Resources (per stage: largest over its kernels)\n\n" + table(summary(data.resources)))

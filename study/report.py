@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
+from . import figures_compare
 from .atomic import staging, swap_in, write_text
 from .figures import draw, figure_names  # noqa: F401  (figure_names: part of the read side's API)
 from .overview import overview
@@ -31,6 +32,7 @@ def pages(dirs: list, out: Path, gpus: list | None = None, figures: bool = True)
     if figures:
         for d in datas:
             draw(d, out)
+        figures_compare.draw(datas, out)
     write_pages({"README.md": overview(datas), **detail_pages(datas)}, out)
     return datas
 

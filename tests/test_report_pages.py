@@ -111,3 +111,37 @@ def test_swap_list_covers_every_page(rendered):
     for md in markdown_files(rendered):
         rel = md.relative_to(rendered)
         assert str(rel) in parts or rel.parts[0] in parts, rel
+
+
+def test_compare_and_power_figures_are_drawn_and_linked(rendered):
+    """Issue figures: H200/H100 ratios (both GPUs recorded) on the overview, power and clock on each
+    GPU's environment page where its rows carry power; two renders give the same bytes."""
+    from study import figures_compare
+    datas = [report.load(d) for d in report.recorded(rendered)]
+    drawn = []
+    if figures_compare.pair(datas) is not None:
+        drawn.append(rendered / "figures" / figures_compare.COMPARE_NAME)
+        assert f"figures/{figures_compare.COMPARE_NAME}" in (rendered / "README.md").read_text()
+    for data in datas:
+        if figures_compare.has_power(data):
+            drawn.append(rendered / "figures" / data.gpu / figures_compare.POWER_NAME)
+            assert f"figures/{data.gpu}/{figures_compare.POWER_NAME}" in (rendered / data.gpu / "environment.md").read_text()
+    if rendered.name.startswith("committed"):
+        assert len(drawn) == 1 + len(datas), drawn    # both GPUs recorded, each with power samples
+    again = _render(rendered / "data", rendered.parent / (rendered.name + "_again"))
+    for path in drawn:
+        assert path.is_file() and path.stat().st_size > 1000, path
+        assert path.read_bytes() == (again / path.relative_to(rendered)).read_bytes(), path
+
+
+def test_ladder_y_limit_is_above_the_cublas_line(rendered, tmp_path):
+    from study import figures
+    for d in report.recorded(rendered):
+        res = report.load(d).results
+        for prec in pages.precisions(report.load(d)):
+            cb = res[(res["dtype"] == prec) & (res["family"] == "cublas") & (res["kind"] == "baseline")
+                     & (res["status"] == "ok") & (res["M"] == 4096) & (res["N"] == 4096) & (res["K"] == 4096)]
+            if cb.empty:
+                continue
+            lo, hi = figures.ladder(res, prec, 4096, tmp_path / f"{d.name}_{prec}.png")
+            assert hi >= 1.1 * cb["tflops"].max(), (d.name, prec, hi)
