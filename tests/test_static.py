@@ -247,10 +247,13 @@ def _capture_launches(calls: list):
 
     def auto_run(self, *args, **kwargs):   # the configs this call would tune over (after pruning)
         self.nargs = dict(zip(self.arg_names, args))
+        # the stage's own config list: tests/test_gpu.py trims `configs` to the first one for
+        # speed (keeping the list in `all_configs`) in the same xdist worker
+        trimmed, self.configs = self.configs, getattr(self, "all_configs", self.configs)
         try:
             configs = self.prune_configs(kwargs) if self.early_config_prune else list(self.configs)
         finally:
-            self.nargs = None
+            self.nargs, self.configs = None, trimmed
         calls.append((self.fn, args, kwargs, list(configs)))
 
     jit.JITFunction.run, autotuner.Autotuner.run = jit_run, auto_run

@@ -85,6 +85,10 @@ print(json.dumps({"bumped": bumped, "finite": bool(torch.isfinite(nan).all()),
 
 def test_triton_stage_under_interpreter_bumps_version_and_skips_c(tmp_path):
     pytest.importorskip("triton")
+    from conftest import interp_unusable
+
+    if interp_unusable():
+        pytest.skip(interp_unusable())
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(PYTHONPATH=str(ROOT), TRITON_INTERPRET="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", TRITON_PROBE], capture_output=True, text=True, cwd=ROOT,
