@@ -19,7 +19,7 @@ from . import build, device
 from .registry import Stage
 
 # Opcodes counted per kernel: the instruction mix each stage claims in its header.
-SASS_KEYS = ("FFMA", "HMMA", "HGMMA", "LDG128", "LDS128", "LDGSTS", "LDSM", "UTMALDG", "STS128", "BAR")
+SASS_KEYS = ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDG128", "LDS128", "LDGSTS", "LDSM", "UTMALDG", "STS128", "BAR")
 _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
 
@@ -28,7 +28,7 @@ def count_opcodes(opcodes) -> dict:
     c = Counter()
     for op in opcodes:
         base = op.split(".")[0]
-        if base in ("FFMA", "HMMA", "HGMMA", "LDGSTS", "LDSM", "UTMALDG", "BAR"):
+        if base in ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDGSTS", "LDSM", "UTMALDG", "BAR"):
             c[base] += 1
         if base == "LDG" and ".128" in op:
             c["LDG128"] += 1

@@ -439,3 +439,12 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage):
                 problems.append(f"{'x'.join(map(str, shape))} {tag}: {local} bytes of local memory")
     assert tried, f"{stage.stem}: no ragged size was compiled"
     assert not problems, f"{stage.stem} {precision}:\n" + "\n".join(problems)
+
+
+def test_resource_table_counts_fp8_wgmma():
+    """The resources table (study/resources.py) counts e4m3 wgmma (QGMMA) apart from 16-bit HGMMA:
+    s15's row showed no tensor-core instruction at all before."""
+    from study.resources import SASS_KEYS, count_opcodes
+
+    n = count_opcodes(["QGMMA.64x256x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32.BF16", "UTMALDG.2D", "FFMA"])
+    assert "QGMMA" in SASS_KEYS and n["QGMMA"] == 1 and n["HGMMA"] == 1 and n["UTMALDG"] == 1
