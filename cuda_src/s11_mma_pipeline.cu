@@ -8,10 +8,11 @@
 //         64x64. The tensor pipe binds (78.5% busy at 2 warps per scheduler); a branch-free loop
 //         body lets the refill's copies fill the HMMAs' stall slots (72.7% -> 78.5%).
 // Expect: ~58-61% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.45x s10 (~405-465 TFLOP/s)
-// Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows; for
-//         contiguous tensors: K and N multiples of 8), and a GPU that gives a block 144 KiB of
-//         shared memory (not sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
-// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
+// Limits: lda and ldb multiples of 8 and A, B 16-byte aligned (16-byte cp.async rows along each
+//         operand's contiguous dimension: for contiguous tensors K and N in NN, K in NT, M and N
+//         in TN multiples of 8), and a GPU that gives a block 144 KiB of shared memory (not
+//         sm_86/sm_89), else ValueError; any M, N, K >= 1 otherwise
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN, NT, TN
 // Pair:   triton_kernels/s11_mma_pipeline.py
 // Log:    docs/stages/s11_mma_pipeline.md
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "common/block_order.cuh"
 #include "common/tc_epilogue.cuh"
 #include "common/tc_tiling.cuh"
+#include "common/layouts.cuh"
 
 namespace s11_mma_pipeline {
 
@@ -83,12 +85,69 @@ __device__ __forceinline__ int swizzle(int r, int c) {
   else return c ^ (r & 7);
 }
 
+// Copy plan of one operand tile, fixed once per block. A thread copies COPIES chunks of one
+// chunk column c, rows r0, r0 + RSTEP, ... of the staged tile.
+//   K-major operand (rows = M or N index, chunks along K): `ok` bit i says copy i's row is
+//     inside the matrix; goff = element offset of copy 0 at k = 0 (row clamped: a row past the
+//     edge is never read, and the clamp keeps the offset arithmetic inside the operand).
+//   MN-major operand (rows = k, chunks along M or N): `ok` = bytes of this thread's chunk
+//     column inside the MN extent (its tail); goff = copy 0's offset at k0 = 0.
+// Copy i adds i * rstep elements.
+struct OperandPlan {
+  int goff, rstep;
+  uint32_t ok;
+};
+template <bool MN_MAJOR, int COPIES, int RSTEP>
+__device__ __forceinline__ OperandPlan operand_plan(int c, int r0, int mn0, int mn_extent, int ld) {
+  OperandPlan o;
+  if constexpr (MN_MAJOR) {
+    const int mn = mn0 + c * 8;
+    o.ok = max(0, min(16, 2 * (mn_extent - mn)));
+    o.goff = r0 * ld + (o.ok ? mn : 0);
+  } else {
+    o.ok = 0;
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) o.ok |= (mn0 + r0 + i * RSTEP < mn_extent ? 1u : 0u) << i;
+    o.goff = min(mn0 + r0, mn_extent - 1) * ld + c * 8;
+  }
+  o.rstep = RSTEP * ld;
+  return o;
+}
+// The copies of a K tile wholly inside K (k0 + BK <= K): bytes depend on M / N only. `sdst`:
+// shared address of copy 0; copy i lands SSTEP bytes further.
+template <bool MN_MAJOR, int COPIES, int SSTEP, typename T>
+__device__ __forceinline__ void copy_full(uint32_t sdst, const T* base, const OperandPlan& o, int k0, int ld) {
+  const T* src = base + o.goff + (MN_MAJOR ? k0 * ld : k0);
+#pragma unroll
+  for (int i = 0; i < COPIES; ++i, src += o.rstep) {
+    if constexpr (MN_MAJOR) {
+      gemm::cp_async_16_u32(sdst + i * SSTEP, src, o.ok);
+    } else {
+      const bool ok = (o.ok >> i) & 1;
+      gemm::cp_async_16_u32(sdst + i * SSTEP, ok ? src : base, ok ? 16 : 0);
+    }
+  }
+}
+// The K tile that crosses K (kleft = K - k0 < BK): per-chunk byte counts along K as well.
+template <bool MN_MAJOR, int COPIES, int SSTEP, int RSTEP, typename T>
+__device__ __forceinline__ void copy_tail(uint32_t sdst, const T* base, const OperandPlan& o, int k0, int kleft,
+                                          int ld, int c, int r0) {
+  const int kbytes = max(0, min(16, 2 * (kleft - c * 8)));  // K-major: this chunk column's K tail
+#pragma unroll
+  for (int i = 0; i < COPIES; ++i) {
+    const int bytes = MN_MAJOR ? (r0 + i * RSTEP < kleft ? static_cast<int>(o.ok) : 0)
+                               : ((o.ok >> i) & 1 ? kbytes : 0);
+    const int off = o.goff + (MN_MAJOR ? k0 * ld : k0) + i * o.rstep;
+    gemm::cp_async_16_u32(sdst + i * SSTEP, bytes ? base + off : base, bytes);
+  }
+}
+
 // Tile configuration: s09's block / warp grid (common/tc_tiling.cuh) plus this stage's
 // occupancy, fragment buffering, epilogue and swizzled staging constants. The default is the
 // one launch() uses; other instantiations exist only so a tuning script can compare shapes
 // without editing this file.
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_, int MIN_BLOCKS_,
-          int FRAG_BUFS_ = 2, bool SMEM_EPI_ = false>
+template <gemm::Layout L, int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int GROUP_M_,
+          int MIN_BLOCKS_, int FRAG_BUFS_ = 2, bool SMEM_EPI_ = false>
 struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_> {
   using G = gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP_M_>;
   static constexpr int MIN_BLOCKS = MIN_BLOCKS_;                   // resident blocks per SM asked for
@@ -96,8 +155,14 @@ struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP
   static constexpr bool SMEM_EPI = SMEM_EPI_;                      // stage C through shared memory
   static constexpr int MT = G::WM / 16, NT = G::WN / 8;            // m16n8 accumulators per warp
   static constexpr int KS = G::BK / 16;                            // k16 MMA steps per K tile
-  static constexpr int A_CPR = G::BK / 8, B_CPR = G::BN / 8;       // 16-byte chunks per tile row
-  static constexpr int A_ELEMS = G::BM * G::BK, B_ELEMS = G::BK * G::BN;  // As [BM][BK], Bs [BK][BN]
+  // Each operand tile is staged in its own major order, rows of 16-byte chunks along the
+  // contiguous dimension: As [BM][BK] (K-major) or [BK][BM] (M-major, TN); Bs [BK][BN]
+  // (N-major, NN/TN) or [BN][BK] (K-major, NT). ldmatrix reads a K-major tile as is and an
+  // MN-major one with .trans: no operand is transposed by a copy.
+  static constexpr bool A_MN = gemm::Majors<L>::A_MN, B_MN = gemm::Majors<L>::B_MN;
+  static constexpr int A_CPR = (A_MN ? G::BM : G::BK) / 8;         // 16-byte chunks per tile row
+  static constexpr int B_CPR = (B_MN ? G::BN : G::BK) / 8;
+  static constexpr int A_ELEMS = G::BM * G::BK, B_ELEMS = G::BK * G::BN;
   static constexpr int A_COPIES = A_ELEMS / 8 / G::THREADS, B_COPIES = B_ELEMS / 8 / G::THREADS;
   static constexpr int STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
   static constexpr int SMEM_BYTES = G::STAGES * STAGE_BYTES;
@@ -107,7 +172,8 @@ struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP
   static_assert(G::BK % 32 == 0, "the K step must be an even number of k16 MMAs, so the double-"
                                  "buffered fragments alternate at the same indices in every tile");
   static_assert(FRAG_BUFS == 1 || FRAG_BUFS == 2, "fragments single- or double-buffered");
-  static_assert(A_CPR == 4 || A_CPR % 8 == 0, "A rows of 4 or a multiple of 8 chunks (swizzle)");
+  static_assert((A_CPR == 4 || A_CPR % 8 == 0) && (B_CPR == 4 || B_CPR % 8 == 0),
+                "tile rows of 4 or a multiple of 8 chunks (swizzle)");
   static_assert(A_COPIES * 8 * G::THREADS == A_ELEMS && B_COPIES * 8 * G::THREADS == B_ELEMS,
                 "every thread must issue the same number of 16-byte copies per tile");
   static_assert(G::THREADS % A_CPR == 0 && G::THREADS % B_CPR == 0,
@@ -124,11 +190,12 @@ struct Config : gemm::WarpGrid<BM_, BN_, BK_, WARPS_M_, WARPS_N_, STAGES_, GROUP
 // per SM. Accumulators 128 + double-buffered fragments 64 registers per thread; 256 threads
 // x 255 registers is the whole 64 Ki register file, so 64x64 is the largest warp tile and
 // 8 warps of it the largest block. 144 KiB needs sm_80/sm_90-class shared memory (sm_86 and
-// sm_89 allow 99 KiB per block; there Config<128, 128, 32, 2, 2, 4, 8, 2>, 64 KiB and two
+// sm_89 allow 99 KiB per block; there Config<L, 128, 128, 32, 2, 2, 4, 8, 2>, 64 KiB and two
 // blocks per SM, would be the one to launch). The staged epilogue reuses 64 KiB of the ring
 // (8 KiB per warp) after the K loop. GROUP_M 16: at 8192^3 a wave of 132 blocks spans 16 A and
 // ~9 B strips instead of 8 and 17 (68 vs 84 MiB). Measurements: docs/stages/s11_mma_pipeline.md.
-using Default = Config<128, 256, 64, 2, 4, 3, 16, 1, 2, true>;
+template <gemm::Layout L>
+using Default = Config<L, 128, 256, 64, 2, 4, 3, 16, 1, 2, true>;
 
 template <typename T, class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS)
@@ -146,47 +213,31 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp / Cfg::WARPS_N, wn = warp % Cfg::WARPS_N;
 
-  // --- operand staging: K-tile kt -> stage s. As: [BM][BK] rows of A, Bs: [BK][BN] rows of B,
-  // unpadded, 16-byte chunks placed by swizzle(). Chunks past M, N or K are zero-filled
-  // (src size 0..16 bytes, a 0-byte copy reads from the base pointer), so the tails multiply
-  // as zeros. A thread's copies sit at one chunk column (THREADS % CPR == 0) and rows
-  // THREADS / CPR apart, so the copy plan is fixed once here (row validity, first offset,
-  // N-tail bytes) and a tile adds only k0 (~8 SASS instructions per copy instead of ~22).
-  // Only a K tile that crosses K takes the per-chunk byte path.
+  // --- operand staging: K-tile kt -> stage s. As and Bs (Config) unpadded, 16-byte chunks
+  // placed by swizzle(). Chunks past M, N or K are zero-filled (src size 0..16 bytes, a 0-byte
+  // copy reads from the base pointer), so the tails multiply as zeros. A thread's copies sit at
+  // one chunk column (THREADS % CPR == 0) and rows THREADS / CPR apart, so the copy plan is
+  // fixed once here (operand_plan: row validity or MN-tail bytes, first offset) and a tile adds
+  // only k0 (~8 SASS instructions per copy instead of ~22). Only a K tile that crosses K takes
+  // the per-chunk byte path.
   constexpr int A_RSTEP = THREADS / A_CPR, B_RSTEP = THREADS / B_CPR;
   const int a_c = threadIdx.x % A_CPR, a_r0 = threadIdx.x / A_CPR;
   const int b_c = threadIdx.x % B_CPR, b_r0 = threadIdx.x / B_CPR;
-  uint32_t a_rows_ok = 0;  // bit i: copy i's row lies inside M
-#pragma unroll
-  for (int i = 0; i < Cfg::A_COPIES; ++i) a_rows_ok |= (m0 + a_r0 + i * A_RSTEP < p.M ? 1u : 0u) << i;
-  // Element offset of copy 0 in A (row clamped: a row past M is never read, and the clamp
-  // keeps the offset arithmetic inside A); copy i adds i * a_rstep.
-  const int a_goff = min(m0 + a_r0, p.M - 1) * p.lda + a_c * 8;
-  const int a_rstep = A_RSTEP * p.lda;
-  const int b_n = n0 + b_c * 8;
-  const int b_nbytes = max(0, min(16, 2 * (p.N - b_n)));  // N tail of this thread's column
-  const int b_goff = b_r0 * p.ldb + (b_nbytes ? b_n : 0);  // + (k0 + i * B_RSTEP) * ldb
-  const int b_rstep = B_RSTEP * p.ldb;
+  const OperandPlan a_plan = operand_plan<Cfg::A_MN, Cfg::A_COPIES, A_RSTEP>(a_c, a_r0, m0, p.M, p.lda);
+  const OperandPlan b_plan = operand_plan<Cfg::B_MN, Cfg::B_COPIES, B_RSTEP>(b_c, b_r0, n0, p.N, p.ldb);
 
   // Shared destinations: copy i sits RSTEP rows below copy 0 and RSTEP is a multiple of 8, so
   // the swizzle term is the same for all of a thread's copies (one register, i adds an immediate).
   const uint32_t a_sdst = (a_r0 * A_CPR + swizzle<A_CPR>(a_r0, a_c)) * 16;
   const uint32_t b_sdst = Cfg::A_ELEMS * 2 + (b_r0 * B_CPR + swizzle<B_CPR>(b_r0, b_c)) * 16;
+  constexpr int A_SSTEP = A_RSTEP * A_CPR * 16, B_SSTEP = B_RSTEP * B_CPR * 16;  // bytes per copy
 
   // A K tile wholly inside K: bytes depend on M / N only.
   auto load_full = [&](int s, int kt) {
     const uint32_t stage = gemm::smem_u32(smem) + s * Cfg::STAGE_BYTES;
     const int k0 = kt * BK;
-    const T* a_k = p.A + a_goff + k0;
-#pragma unroll
-    for (int i = 0; i < Cfg::A_COPIES; ++i, a_k += a_rstep) {
-      const bool ok = (a_rows_ok >> i) & 1;
-      gemm::cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16, ok ? a_k : p.A, ok ? 16 : 0);
-    }
-    const T* b_k = p.B + b_goff + k0 * p.ldb;
-#pragma unroll
-    for (int i = 0; i < Cfg::B_COPIES; ++i, b_k += b_rstep)
-      gemm::cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16, b_k, b_nbytes);
+    copy_full<Cfg::A_MN, Cfg::A_COPIES, A_SSTEP>(stage + a_sdst, p.A, a_plan, k0, p.lda);
+    copy_full<Cfg::B_MN, Cfg::B_COPIES, B_SSTEP>(stage + b_sdst, p.B, b_plan, k0, p.ldb);
   };
   auto load_stage = [&](int s, int kt) {
     const uint32_t stage = gemm::smem_u32(smem) + s * Cfg::STAGE_BYTES;
@@ -195,19 +246,8 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
       load_full(s, kt);
     } else {  // the K tail: per-chunk byte counts, zero-byte copies read from the base pointer
       const int kleft = p.K - k0;
-      const int a_kbytes = max(0, min(16, 2 * (kleft - a_c * 8)));
-#pragma unroll
-      for (int i = 0; i < Cfg::A_COPIES; ++i) {
-        const int bytes = (a_rows_ok >> i) & 1 ? a_kbytes : 0;
-        gemm::cp_async_16_u32(stage + a_sdst + i * A_RSTEP * A_CPR * 16,
-                        bytes ? p.A + a_goff + k0 + i * a_rstep : p.A, bytes);
-      }
-#pragma unroll
-      for (int i = 0; i < Cfg::B_COPIES; ++i) {
-        const int bytes = b_r0 + i * B_RSTEP < kleft ? b_nbytes : 0;
-        gemm::cp_async_16_u32(stage + b_sdst + i * B_RSTEP * B_CPR * 16,
-                        bytes ? p.B + b_goff + k0 * p.ldb + i * b_rstep : p.B, bytes);
-      }
+      copy_tail<Cfg::A_MN, Cfg::A_COPIES, A_SSTEP, A_RSTEP>(stage + a_sdst, p.A, a_plan, k0, kleft, p.lda, a_c, a_r0);
+      copy_tail<Cfg::B_MN, Cfg::B_COPIES, B_SSTEP, B_RSTEP>(stage + b_sdst, p.B, b_plan, k0, kleft, p.ldb, b_c, b_r0);
     }
   };
 
@@ -220,23 +260,38 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
     gemm::cp_async_commit();
   }
 
-  // ldmatrix.x4 addressing, the same for A and B: lane l points at row l % 16 of a 16-row
-  // slab, chunk l / 16 of a chunk pair. For A that yields the 4 registers of an m16k16
-  // fragment (rows 0-7 / 8-15 x k 0-7 / 8-15); for B (rows = k, .trans) it yields b0b1 and
-  // b2b3 of two adjacent n8 fragments. The swizzle term depends only on lrow (slabs start on
-  // multiples of 8 rows), so the byte offset is one register per k16 step for A (the m16 slab
-  // adds an immediate) and one per n16 pair for B (the k16 step adds an immediate).
+  // ldmatrix.x4 addressing. A K-major tile (A in NN/NT, B in NT) is read as is: lane l points
+  // at row l % 16 of a 16-row slab, chunk l / 16 of a chunk pair. For A that yields the 4
+  // registers of an m16k16 fragment (rows 0-7 / 8-15 x k 0-7 / 8-15); for a K-major B (rows =
+  // n) it yields b0b1 of n rows 0-7, then of n rows 8-15, so the lane order differs (frag_lane).
+  // An MN-major tile (rows = k: B in NN/TN, A in TN) is read with .trans, which hands each
+  // lane 2 consecutive-k elements of one m or n: lanes point at k rows and MN chunks, again in
+  // the order of the registers. The swizzle term depends only on the row % 8 of the lane
+  // (slabs start on multiples of 8 rows), so each operand needs one register per index that
+  // moves along its chunk columns: per k16 step for a K-major tile (the m16 / n16 slab adds an
+  // immediate), per m16 / n16 slab for an MN-major one (the k16 step adds an immediate).
   const int lrow = lane % 16, lchunk = lane / 16;
-  uint32_t a_off[KS], b_off[NT / 2];
+  constexpr int A_OFFS = Cfg::A_MN ? MT : KS, B_OFFS = Cfg::B_MN ? NT / 2 : KS;
+  uint32_t a_off[A_OFFS], b_off[B_OFFS];
 #pragma unroll
-  for (int ks = 0; ks < KS; ++ks) {
-    const int r = wm * Cfg::WM + lrow;
-    a_off[ks] = (r * A_CPR + swizzle<A_CPR>(r, ks * 2 + lchunk)) * 16;
+  for (int i = 0; i < A_OFFS; ++i) {
+    if constexpr (Cfg::A_MN) {  // i = m16 slab; rows k: lanes 0-7/16-23 k 0-7/8-15, 8-15/24-31 m + 8
+      const int r = lane % 8 + (lane / 16) * 8;
+      a_off[i] = (r * A_CPR + swizzle<A_CPR>(r, (wm * Cfg::WM + i * 16) / 8 + (lane / 8) % 2)) * 16;
+    } else {                    // i = k16 step
+      const int r = wm * Cfg::WM + lrow;
+      a_off[i] = (r * A_CPR + swizzle<A_CPR>(r, i * 2 + lchunk)) * 16;
+    }
   }
 #pragma unroll
-  for (int np = 0; np < NT / 2; ++np) {
-    const int c = (wn * Cfg::WN + np * 16) / 8 + lchunk;
-    b_off[np] = Cfg::A_ELEMS * 2 + (lrow * B_CPR + swizzle<B_CPR>(lrow, c)) * 16;
+  for (int i = 0; i < B_OFFS; ++i) {
+    if constexpr (Cfg::B_MN) {  // i = n16 pair of n8 tiles; rows k
+      const int c = (wn * Cfg::WN + i * 16) / 8 + lchunk;
+      b_off[i] = Cfg::A_ELEMS * 2 + (lrow * B_CPR + swizzle<B_CPR>(lrow, c)) * 16;
+    } else {                    // i = k16 step; rows n: lanes 0-7/16-23 n 0-7/8-15, 8-15/24-31 k + 8
+      const int r = wn * Cfg::WN + lane % 8 + (lane / 16) * 8;
+      b_off[i] = Cfg::A_ELEMS * 2 + (r * B_CPR + swizzle<B_CPR>(r, i * 2 + (lane / 8) % 2)) * 16;
+    }
   }
 
   // With FRAG_BUFS == 2, fragments are double-buffered across k16 steps: step ks+1's ldmatrix
@@ -245,10 +300,15 @@ kernel(const gemm::Problem<T> p, bool pair_store, bool vec_store) {
   uint32_t af[FB][MT][4], bf[FB][NT / 2][4];
   auto load_frags = [&](int buf, uint32_t stage, int ks) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) gemm::ldmatrix_x4(af[buf][mt], stage + a_off[ks] + mt * 16 * A_CPR * 16);
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (Cfg::A_MN) ldmatrix_x4_trans(af[buf][mt], stage + a_off[mt] + ks * 16 * A_CPR * 16);
+      else gemm::ldmatrix_x4(af[buf][mt], stage + a_off[ks] + mt * 16 * A_CPR * 16);
+    }
 #pragma unroll
-    for (int np = 0; np < NT / 2; ++np)
-      ldmatrix_x4_trans(bf[buf][np], stage + b_off[np] + ks * 16 * B_CPR * 16);
+    for (int np = 0; np < NT / 2; ++np) {
+      if constexpr (Cfg::B_MN) ldmatrix_x4_trans(bf[buf][np], stage + b_off[np] + ks * 16 * B_CPR * 16);
+      else gemm::ldmatrix_x4(bf[buf][np], stage + b_off[ks] + np * 16 * B_CPR * 16);
+    }
   };
   float acc[MT][NT][4] = {};  // WM x WN fp32 per warp: MT*NT*4 registers per thread
   // Serpentine order: odd m16 rows walk the n8 columns backwards, so consecutive MMAs always
@@ -411,17 +471,18 @@ template <typename T>
 const char* unsupported_any(const gemm::Problem<T>& p) {
   const char* why = gemm::unsupported_16byte_rows(p);
   return why ? why : gemm::unsupported_shared_memory(
-      Default::SMEM_BYTES, "this GPU gives a block less shared memory than s11's 128x256x64 3-stage "
+      Default<gemm::Layout::NN>::SMEM_BYTES, "this GPU gives a block less shared memory than s11's 128x256x64 3-stage "
                            "tiles need (144 KiB; sm_80 and sm_90 class GPUs have it, sm_86/sm_89 do not)");
 }
 const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_any(p); }
 const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_any(p); }
 
-cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t stream) {
-  return launch_cfg<__half, Default>(p, stream);
+// One instantiation per layout (common/layouts.cuh): NN's kernel is the code it always was.
+template <typename T>
+cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
+  return gemm::with_layout(p.layout, [&](auto l) { return launch_cfg<T, Default<decltype(l)::value>>(p, stream); });
 }
-cudaError_t launch(const gemm::Problem<__nv_bfloat16>& p, cudaStream_t stream) {
-  return launch_cfg<__nv_bfloat16, Default>(p, stream);
-}
+cudaError_t launch(const gemm::Problem<__half>& p, cudaStream_t stream) { return launch_t(p, stream); }
+cudaError_t launch(const gemm::Problem<__nv_bfloat16>& p, cudaStream_t stream) { return launch_t(p, stream); }
 
 }  // namespace s11_mma_pipeline

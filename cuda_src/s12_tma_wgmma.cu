@@ -11,11 +11,12 @@
 // Limits: A and B 16-byte aligned and lda, ldb multiples of 8 elements (TMA: 16-byte aligned
 //         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1
 //         and any ldc (tails: TMA zero fill in, predicated stores out)
-// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 // Pair:   triton_kernels/s12_tma_wgmma.py
 // Log:    docs/stages/s12_tma_wgmma.md
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
+#include "common/layouts.cuh"
 
 // Tile shapes and depths measured against this default, and the error vs fp64:
 // docs/stages/s12_tma_wgmma.md.
@@ -36,6 +37,7 @@ constexpr int STAGES_DEF = 4;        // ring depth: 4 x 48 KB = 192 KB, one CTA 
 constexpr int CTAS_DEF = 1;          // CTAs per SM (__launch_bounds__ minimum)
 template <int BN, int STAGES, int CTAS>
 struct Shape {
+  static_assert(BN % 64 == 0, "an N-major B tile (NN, TN) is whole 64-column TMA boxes");
   static constexpr int B_TILE = BN * BK;  // elements per stage of B
   static constexpr int STAGE_BYTES = (A_TILE + B_TILE) * 2;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + room to align to 1024 B
@@ -50,12 +52,15 @@ static_assert(BK % 16 == 0, "wgmma consumes K in steps of 16");
 static_assert((A_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
 static_assert(BM <= 256, "a TMA box dimension is at most 256 elements");
 
-template <typename T, int BN, int STAGES, int CTAS>
+template <typename T, gemm::Layout L, int BN, int STAGES, int CTAS>
 __global__ void __launch_bounds__(THREADS, CTAS)
 kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
        gemm::Problem<T> p, int vec2_ok) {
-  // Shared memory: [STAGES][BM][BK] A tiles, [STAGES][BN][BK] B tiles (B stored [N][K]),
-  // each 1024-byte aligned for the 128B swizzle; then the barriers.
+  // Shared memory: [STAGES] A tiles of BM x BK, [STAGES] B tiles of BN x BK, each 1024-byte
+  // aligned for the 128B swizzle; then the barriers. Each tile keeps its operand's major order
+  // (common/hopper.cuh): K-major [rows][64 k] (A in NN/NT, B in NT) or MN-major, 64-wide boxes
+  // of [64 k][64 mn] (B in NN/TN, A in TN), read by wgmma with tnspA / tnspB set.
+  constexpr bool A_MN = gemm::Majors<L>::A_MN, B_MN = gemm::Majors<L>::B_MN;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* sA = reinterpret_cast<T*>(smem);
@@ -94,8 +99,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
   auto issue = [&](int kt) {
     const int s = kt % STAGES;
     hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);  // full box bytes, zero-fill included
-    hopper::tma_load_2d(sA + s * A_TILE, &tmap_a, &full[s], kt * BK, m0);
-    hopper::tma_load_2d(sB + s * B_TILE, &tmap_b, &full[s], kt * BK, n0);
+    hopper::tma_load_operand<A_MN, BM>(sA + s * A_TILE, &tmap_a, &full[s], kt * BK, m0);
+    hopper::tma_load_operand<B_MN, BN>(sB + s * B_TILE, &tmap_b, &full[s], kt * BK, n0);
   };
   if (tid == 0)
     for (int kt = 0; kt < min(STAGES, KT); ++kt) issue(kt);
@@ -105,13 +110,15 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
   for (int kt = 0; kt < KT; ++kt) {
     const int s = kt % STAGES;
     hopper::mbar_wait(&full[s], (kt / STAGES) & 1);
-    const T* a = sA + s * A_TILE + wg * WG_M * BK;  // this warpgroup's 64 rows of the A tile
+    // This warpgroup's 64 rows of the A tile: rows wg*64.. (K-major) or box wg (M-major), the
+    // same offset in both formats.
+    const T* a = sA + s * A_TILE + wg * WG_M * BK;
     const T* b = sB + s * B_TILE;
     hopper::wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < BK / 16; ++k)  // +16 elements = +32 B inside the swizzled line
-      hopper::Wgmma<T, BN>::mma(acc, hopper::desc_sw128(a + k * 16), hopper::desc_sw128(b + k * 16),
-                                kt > 0 || k > 0);
+    for (int k = 0; k < BK / 16; ++k)  // K-major: +32 B inside the swizzled line; MN-major: +16 lines
+      hopper::Wgmma<T, BN, A_MN, B_MN>::mma(acc, hopper::desc_k16<A_MN>(a, k), hopper::desc_k16<B_MN>(b, k),
+                                            kt > 0 || k > 0);
     hopper::wgmma_commit();
     // Batch kt may still run; batch kt-1 is done, so its stage can be refilled.
     hopper::wgmma_wait<1>();
@@ -139,28 +146,31 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 
 template <typename T>
 const char* unsupported_t(const gemm::Problem<T>& p) {
-  return hopper::tma_operand_problem(p.A, p.M, p.lda, p.B, p.N, p.ldb);
+  return hopper::tma_operand_problem(p);  // per layout: the strided dimension of each operand
 }
 
-template <typename T, int BN = BN_DEF, int STAGES = STAGES_DEF, int CTAS = CTAS_DEF>
+template <typename T, gemm::Layout L, int BN = BN_DEF, int STAGES = STAGES_DEF, int CTAS = CTAS_DEF>
 cudaError_t launch_cfg(const gemm::Problem<T>& p, cudaStream_t stream) {
   using S = Shape<BN, STAGES, CTAS>;
   CUtensorMap ta, tb;
-  cudaError_t e = hopper::make_tmap_kmajor(&ta, p.A, p.M, p.K, p.lda, BM);  // A: [M][K]
+  cudaError_t e = hopper::make_tmap_operand(&ta, p.A, gemm::Majors<L>::A_MN, p.M, p.K, p.lda, BM);
   if (e != cudaSuccess) return e;
-  e = hopper::make_tmap_kmajor(&tb, p.B, p.N, p.K, p.ldb, BN);              // B: [N][K]
+  e = hopper::make_tmap_operand(&tb, p.B, gemm::Majors<L>::B_MN, p.N, p.K, p.ldb, BN);
   if (e != cudaSuccess) return e;
-  e = cudaFuncSetAttribute(kernel<T, BN, STAGES, CTAS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  e = cudaFuncSetAttribute(kernel<T, L, BN, STAGES, CTAS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
   const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, BN);
-  kernel<T, BN, STAGES, CTAS><<<tiles, THREADS, S::SMEM_BYTES, stream>>>(ta, tb, p, vec2_ok);
+  kernel<T, L, BN, STAGES, CTAS><<<tiles, THREADS, S::SMEM_BYTES, stream>>>(ta, tb, p, vec2_ok);
   return cudaGetLastError();
 }
 
+// One instantiation per layout (common/layouts.cuh): NT's kernel is the code it always was.
 template <typename T>
-cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) { return launch_cfg<T>(p, stream); }
+cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
+  return gemm::with_layout(p.layout, [&](auto l) { return launch_cfg<T, decltype(l)::value>(p, stream); });
+}
 
 const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
 const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }

@@ -12,11 +12,12 @@
 //         base, 16-byte row strides; else ValueError naming the argument); any M, N, K >= 1 and
 //         any ldc (tails: TMA zero fill in; out by TMA stores, clipped at M and N, when beta == 0
 //         and C is 16-byte aligned with ldc a multiple of 8, else by predicated register stores)
-// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 // Pair:   triton_kernels/s13_warp_specialized.py
 // Log:    docs/stages/s13_warp_specialized.md
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
+#include "common/layouts.cuh"
 
 // Measured variants (GROUP_M, the register epilogue, 2x1 clusters with TMA multicast) and the
 // error vs fp64: docs/stages/s13_warp_specialized.md.
@@ -30,7 +31,7 @@ constexpr int STAGES = 4;            // ring depth: 4 x 48 KB = 192 KB of the 22
 constexpr int CONSUMERS = 2;         // wgmma warpgroups; warpgroup 0 is the producer
 constexpr int THREADS = (CONSUMERS + 1) * 128;
 constexpr int GROUP_M = 16;          // tile rows per group of the persistent tile order
-                                     // (16 vs 8 vs 4: see the log); launch_g<T, G> takes
+                                     // (16 vs 8 vs 4: see the log); launch_g<T, L, G> takes
                                      // other values for checks
 constexpr int PRODUCER_REGS = 40;    // setmaxnreg targets: 128*40 + 256*232 = 64512 <= 64K
 constexpr int CONSUMER_REGS = 232;
@@ -48,6 +49,7 @@ static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle li
 static_assert((A_TILE * 2) % 1024 == 0 && (B_TILE * 2) % 1024 == 0,
               "every tile must start on a 1024-byte swizzle atom");
 static_assert(BM <= 256 && BN <= 256, "a TMA box dimension is at most 256 elements");
+static_assert(WG_M % 64 == 0 && BN % 64 == 0, "MN-major tiles (A in TN, B in NN/TN) are whole 64-wide boxes");
 static_assert(SMEM_BYTES <= 227 * 1024, "ring + C staging must fit in 227 KB of shared memory");
 static_assert(BN % C_BOX == 0 && C_BOX * 2 == 128,
               "the epilogue stores whole 64-column boxes, one 128-byte swizzle line per row");
@@ -65,12 +67,15 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
   n0 = ((tile % per_group) / group_rows) * BN;
 }
 
-template <typename T, int G>
+template <typename T, gemm::Layout L, int G>
 __global__ void __launch_bounds__(THREADS, 1)
 kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
        const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, int tma_store, int vec2_ok) {
-  // Shared memory: [STAGES][BM][BK] A tiles and [STAGES][BN][BK] B tiles (B stored [N][K]),
-  // 1024-byte aligned for the 128B swizzle; the barriers live in static shared memory.
+  // Shared memory: [STAGES] A tiles of BM x BK and [STAGES] B tiles of BN x BK, 1024-byte
+  // aligned for the 128B swizzle; the barriers live in static shared memory. Each tile keeps
+  // its operand's major order (common/hopper.cuh): K-major (A in NN/NT, B in NT) or MN-major
+  // 64-wide boxes (B in NN/TN, A in TN), read by wgmma with tnspA / tnspB set.
+  constexpr bool A_MN = gemm::Majors<L>::A_MN, B_MN = gemm::Majors<L>::B_MN;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* sA = reinterpret_cast<T*>(smem);
@@ -112,8 +117,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
           const int s = it % STAGES;
           hopper::mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);  // first lap: free at once
           hopper::mbar_arrive_expect_tx(&full[s], STAGE_BYTES);   // zero-filled bytes count too
-          hopper::tma_load_2d(sA + s * A_TILE, &tmap_a, &full[s], kt * BK, m0);
-          hopper::tma_load_2d(sB + s * B_TILE, &tmap_b, &full[s], kt * BK, n0);
+          hopper::tma_load_operand<A_MN, BM>(sA + s * A_TILE, &tmap_a, &full[s], kt * BK, m0);
+          hopper::tma_load_operand<B_MN, BN>(sB + s * B_TILE, &tmap_b, &full[s], kt * BK, n0);
         }
       }
     }
@@ -130,13 +135,13 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int s = it % STAGES;
         hopper::mbar_wait(&full[s], (it / STAGES) & 1);
-        const T* a = sA + s * A_TILE + cw * WG_M * BK;
+        const T* a = sA + s * A_TILE + cw * WG_M * BK;  // rows cw*64.. or box cw: same offset
         const T* b = sB + s * B_TILE;
         hopper::wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < BK / 16; ++k)  // +16 elements = +32 B inside the swizzled line
-          hopper::Wgmma<T, BN>::mma(acc, hopper::desc_sw128(a + k * 16),
-                                    hopper::desc_sw128(b + k * 16), kt > 0 || k > 0);
+        for (int k = 0; k < BK / 16; ++k)  // K-major: +32 B inside the swizzled line; MN-major: +16 lines
+          hopper::Wgmma<T, BN, A_MN, B_MN>::mma(acc, hopper::desc_k16<A_MN>(a, k),
+                                                hopper::desc_k16<B_MN>(b, k), kt > 0 || k > 0);
         hopper::wgmma_commit();
         // Keep this k-step's batch queued on the tensor cores; the previous one is finished,
         // so its stage goes back to the producer.
@@ -199,16 +204,27 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 
 template <typename T>
 const char* unsupported_t(const gemm::Problem<T>& p) {
-  return hopper::tma_operand_problem(p.A, p.M, p.lda, p.B, p.N, p.ldb);
+  return hopper::tma_operand_problem(p);  // per layout: the strided dimension of each operand
+}
+
+// Multiprocessors of device `dev`, read once per device: the persistent grid is sized for the
+// GPU the launch runs on (the current device), also on a host with GPUs of different SM counts
+// or after a cudaSetDevice. 0 if the query fails or dev is out of range.
+inline int sm_count(int dev) {
+  static int sms[64] = {};
+  if (dev < 0 || dev >= 64) return 0;
+  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms[dev] = 0;
+  return sms[dev];
 }
 
 // G: tile rows per group of the tile order (GROUP_M by default; others only for measuring).
-template <typename T, int G = GROUP_M>
+template <typename T, gemm::Layout L, int G = GROUP_M>
 cudaError_t launch_g(const gemm::Problem<T>& p, cudaStream_t stream) {
   CUtensorMap ta, tb;
-  cudaError_t e = hopper::make_tmap_kmajor(&ta, p.A, p.M, p.K, p.lda, BM);  // A: [M][K]
+  cudaError_t e = hopper::make_tmap_operand(&ta, p.A, gemm::Majors<L>::A_MN, p.M, p.K, p.lda, BM);
   if (e != cudaSuccess) return e;
-  e = hopper::make_tmap_kmajor(&tb, p.B, p.N, p.K, p.ldb, BN);              // B: [N][K]
+  e = hopper::make_tmap_operand(&tb, p.B, gemm::Majors<L>::B_MN, p.N, p.K, p.ldb, BN);
   if (e != cudaSuccess) return e;
   // C through TMA stores when the epilogue only writes it (beta == 0) and TMA can address it
   // (16-byte aligned base, 16-byte row stride); else the register epilogue, and the kernel
@@ -218,22 +234,23 @@ cudaError_t launch_g(const gemm::Problem<T>& p, cudaStream_t stream) {
   CUtensorMap tc = {};
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
     return e;                                                               // C: [M][N], 64x64 boxes
-  e = cudaFuncSetAttribute(kernel<T, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  e = cudaFuncSetAttribute(kernel<T, L, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  static int sms = 0;  // multiprocessor count of the current device, read once
-  if (!sms) {
-    int dev = 0;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-    if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-  }
+  int dev = 0;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+  const int sms = sm_count(dev);
+  if (!sms) return cudaErrorInvalidDevice;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
   const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, BN);
-  kernel<T, G><<<min(tiles, sms), THREADS, SMEM_BYTES, stream>>>(ta, tb, tc, p, tma_store, vec2_ok);
+  kernel<T, L, G><<<min(tiles, sms), THREADS, SMEM_BYTES, stream>>>(ta, tb, tc, p, tma_store, vec2_ok);
   return cudaGetLastError();
 }
 
+// One instantiation per layout (common/layouts.cuh): NT's kernel is the code it always was.
 template <typename T>
-cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) { return launch_g<T>(p, stream); }
+cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
+  return gemm::with_layout(p.layout, [&](auto l) { return launch_g<T, decltype(l)::value>(p, stream); });
+}
 
 const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
 const char* unsupported(const gemm::Problem<__nv_bfloat16>& p) { return unsupported_t(p); }

@@ -3,7 +3,8 @@
 CUDA stages (compiled by build.py), Triton stages (their file's `matmul`), cuBLAS (torch.mm;
 fp8: torch._scaled_mm) and Inductor's autotuned Triton GEMM (inductor.py) behind one interface.
 One checker (operands.py) serves all families, so a bad argument gets the same message whichever
-kernel it reaches, before any launch. A kernel that cannot run on this machine (no GPU, wrong
+kernel it reaches, before any launch. Each kernel takes the layouts its .layouts lists (a stage:
+its header's; a baseline: all three), and a call's layout is read from the operands' strides. A kernel that cannot run on this machine (no GPU, wrong
 architecture) refuses at construction with RuntimeError saying why; a call makes the operands'
 GPU current, then checks its architecture and the kernel's limits. Every family gets beta as the
 kernels see it (operands.kernel_beta), and c's version counter is bumped after the raw write.
@@ -14,18 +15,17 @@ C = alpha * (scale_a A) @ (B scale_b) + beta * C; see fp8.py and study.quantize_
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import sys
 
 import torch
 
-from . import build, device, fp8, registry
-from .operands import DTYPES, OUT_DTYPES, Problem, check_operands, kernel_beta
+from . import build, device, fp8, ops, registry
+from .ops import gemm, gemm_  # noqa: F401 (study.gemm / study.gemm_: the ops, with this module's factory)
+from .baselines import check_baseline, fp8_reason, refuse_scaled_mm
+from .operands import DTYPES, OUT_DTYPES, Problem, check_operands, kernel_beta  # noqa: F401 (DTYPES: study.kernels.DTYPES)
 from .registry import SCALED, Stage
 from .torchflags import matmul_flags, restore_flags
-
-FP8_CAPABILITY = (8, 9)   # e4m3 tensor cores: Ada and Hopper on
 
 
 class Kernel:
@@ -35,12 +35,15 @@ class Kernel:
     family: str
     name: str
     precisions: tuple
-    layout: str
+    layout: str           # the primary layout (layouts[0])
+    layouts: tuple        # every layout it takes (registry.LAYOUTS); a call's is read from the strides
     out_dtype = None      # fp8: the output dtype (C); None: C has a's dtype
     fast_accum = False    # fp8: one FP8 accumulate chain over all of K (no promotion into fp32)
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None):
-        p = check_operands(self.precisions, self.layout, a, b, c, alpha, beta, allow_cpu=self._allow_cpu(),
+        if torch.compiler.is_compiling():   # Dynamo cannot trace a raw launch: run it as an opaque op
+            return ops.traced(self, a, b, c, alpha, beta, scale_a, scale_b)
+        p = check_operands(self.precisions, self.layouts, a, b, c, alpha, beta, allow_cpu=self._allow_cpu(),
                            scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
         if c is None:
             c = torch.empty((p.M, p.N), dtype=self.out_dtype if p.precision in SCALED else a.dtype, device=a.device)
@@ -51,9 +54,8 @@ class Kernel:
             return c.zero_() if beta == 0 else c.mul_(beta)
         scales = (scale_a, scale_b) if p.precision in SCALED else None
         # check and launch (and autotune) on the operands' GPU, not the current one
-        gpu = a.device.type == "cuda"
-        with torch.cuda.device(a.device) if gpu else contextlib.nullcontext():
-            if gpu:
+        with ops.on_device(a.device):
+            if a.device.type == "cuda":
                 self._check_device(a.device, device.capability(a.device.index))
             self._check_limits(p, a, b, c, scales)
             self._run(p, a, b, c, float(alpha), beta, scales)
@@ -66,7 +68,7 @@ class Kernel:
     def _check_device(self, dev, cap):
         """RuntimeError if the operands' GPU `dev` (compute capability `cap`) cannot run this kernel."""
         stage = getattr(self, "stage", None)
-        why = stage.unavailable_reason(cap) if stage else _fp8_reason(self.precisions[0], cap)
+        why = stage.unavailable_reason(cap) if stage else fp8_reason(self.precisions[0], cap)
         if why:
             raise RuntimeError(f"{self.family} {'stage ' if stage else ''}{self.name} cannot run on {dev}: {why}")
 
@@ -86,14 +88,7 @@ class Kernel:
 
     def __repr__(self):
         fast = " fast_accum" if self.fast_accum else ""
-        return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {self.layout}{fast}>"
-
-
-def _fp8_reason(precision: str, cap) -> str | None:
-    """Why a GPU of capability `cap` cannot run a baseline at `precision`, or None."""
-    if precision in SCALED and cap is not None and tuple(cap) < FP8_CAPABILITY:
-        return f"fp8 needs sm_89+; this GPU is sm_{cap[0]}{cap[1]}"
-    return None
+        return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {','.join(self.layouts)}{fast}>"
 
 
 class CudaKernel(Kernel):
@@ -105,7 +100,7 @@ class CudaKernel(Kernel):
 
     def __init__(self, stage: Stage, config: int | None = None, fast_accum: bool = False):
         self.stage, self.name = stage, stage.stem
-        self.precisions, self.layout = stage.precisions, stage.layout
+        self.precisions, self.layout, self.layouts = stage.precisions, stage.layout, stage.layouts
         self._init_precision(fast_accum, stage.out)
         self.config = config  # None: the stage's default (or the autotuner's choice)
         why = stage.unavailable_reason(device.capability())
@@ -135,7 +130,8 @@ class CudaKernel(Kernel):
         return list(self.module.configs()) if hasattr(self.module, "configs") else []
 
     def _args(self, p, a, b, c, alpha, beta, scales=None):
-        args = (a.data_ptr(), b.data_ptr(), c.data_ptr(), p.M, p.N, p.K, p.lda, p.ldb, p.ldc, alpha, beta)
+        args = (a.data_ptr(), b.data_ptr(), c.data_ptr(), p.M, p.N, p.K, p.lda, p.ldb, p.ldc, alpha, beta,
+                registry.LAYOUTS.index(p.layout))   # int layout: gemm::Layout's value
         if p.precision in SCALED:
             args += (scales[0].data_ptr(), scales[1].data_ptr(), p.scale_a_per_row, p.scale_b_per_col)
         return args
@@ -151,7 +147,7 @@ class CudaKernel(Kernel):
             from . import autotune
 
             config = autotune.choose(self, p, a, b, c)
-        stream = torch.cuda.current_stream(a.device).cuda_stream
+        stream = ops.raw_stream(a.device.index)
         getattr(self.module, f"launch_{p.precision}")(*self._args(p, a, b, c, alpha, beta, scales), stream,
                                                       -1 if config is None else int(config))
 
@@ -178,7 +174,7 @@ class TritonKernel(Kernel):
 
     def __init__(self, stage: Stage, fast_accum: bool = False):
         self.stage, self.name = stage, stage.stem
-        self.precisions, self.layout = stage.precisions, stage.layout
+        self.precisions, self.layout, self.layouts = stage.precisions, stage.layout, stage.layouts
         self._init_precision(fast_accum, stage.out)
         why = stage.unavailable_reason(device.capability())
         if why:
@@ -188,50 +184,28 @@ class TritonKernel(Kernel):
     def _allow_cpu(self):
         return registry._interpreting()
 
+    def _layout(self, p) -> dict:
+        # a stage of several layouts is told the one check_operands read (a [1, K] row fits
+        # several: the stage must not guess differently); a one-layout stage takes no argument
+        return {"layout": p.layout} if len(self.layouts) > 1 else {}
+
     def _check_limits(self, p, a, b, c, scales=None):
         unsupported = getattr(self.module, "unsupported", None)
-        why = (unsupported(a, b, c, *scales) if scales else unsupported(a, b, c)) if unsupported else None
+        why = unsupported(a, b, c, *(scales or ()), **self._layout(p)) if unsupported else None
         if why:
             raise ValueError(f"{self.name}: {why}")
 
     def _run(self, p, a, b, c, alpha, beta, scales=None):
         if scales:
             self.module.matmul(a, b, c, alpha=alpha, beta=beta, scale_a=scales[0], scale_b=scales[1],
-                               fast_accum=self.fast_accum)
+                               fast_accum=self.fast_accum, **self._layout(p))
         else:
-            self.module.matmul(a, b, c, alpha=alpha, beta=beta)
-
-
-def _check_baseline(family: str, precision: str, layout: str, fast_accum: bool = False):
-    """The precision and layout of a baseline (cuBLAS, Inductor); RuntimeError without a GPU."""
-    if precision not in DTYPES:
-        raise ValueError(f"name: {'cuBLAS' if family == 'cublas' else 'Inductor'} precision must be one of "
-                         f"{tuple(DTYPES)}, got {precision!r}")
-    if fast_accum and precision not in SCALED:
-        raise ValueError(f"fast_accum: only fp8 kernels accumulate in FP8 chains; {family} {precision} does not")
-    if layout not in registry.LAYOUTS:
-        raise ValueError(f"layout must be one of {registry.LAYOUTS}, got {layout!r}")
-    if precision in SCALED and layout != "NT":
-        raise ValueError(f"layout: {family} {precision} takes NT only (FP8 tensor cores read K-major A and B), "
-                         f"got {layout!r}")
-    if device.capability() is None:  # as the stages: refuse here, not at the first call
-        raise RuntimeError(f"{family} {precision} cannot run here: no CUDA GPU")
-    why = _fp8_reason(precision, device.capability())
-    if why:
-        raise RuntimeError(f"{family} {precision} cannot run here: {why}")
-
-
-def _refuse_scaled_mm(family: str, p, scales):
-    """ValueError if torch._scaled_mm (the fp8 baselines' path) cannot take this problem."""
-    if scales:
-        why = fp8.check_scaled_mm(p.N, p.K, *fp8.scaled_mm_flags(p.M, p.N, p.scale_a_per_row, p.scale_b_per_col))
-        if why:
-            raise ValueError(f"{family} fp8: {why}")
+            self.module.matmul(a, b, c, alpha=alpha, beta=beta, **self._layout(p))
 
 
 class CublasKernel(Kernel):
     """cuBLAS through torch at one precision; the global TF32/reduced-precision flags are set
-    for the call and restored after it. Takes NN or NT (b may be a transposed view).
+    for the call and restored after it. Takes NN, NT and TN (a or b may be a transposed view).
 
     fp8 ("fp8", NT only): torch._scaled_mm with use_fast_accum=fast_accum (name "fp8_fast" for
     fast accumulation), C bf16. _scaled_mm has no alpha/beta: unless alpha == 1 and beta == 0 a
@@ -244,11 +218,11 @@ class CublasKernel(Kernel):
         if precision == "fp8_fast":
             precision, fast_accum = "fp8", True
         self.name, self.precisions, self.layout = precision, (precision,), layout
-        _check_baseline("cublas", precision, layout, fast_accum)
+        self.layouts = check_baseline("cublas", precision, layout, fast_accum)
         self._init_precision(fast_accum)
 
     def _check_limits(self, p, a, b, c, scales=None):
-        _refuse_scaled_mm("cublas", p, scales)
+        refuse_scaled_mm("cublas", p, scales)
 
     def _run(self, p, a, b, c, alpha, beta, scales=None):
         if scales:
@@ -276,12 +250,12 @@ class InductorKernel(Kernel):
         from . import inductor
 
         self.name, self.precisions, self.layout = precision, (precision,), layout
-        _check_baseline("inductor", precision, layout, fast_accum)
+        self.layouts = check_baseline("inductor", precision, layout, fast_accum)
         self._init_precision(fast_accum)
         self.compiled = inductor.Compiled(scaled=precision in SCALED, fast_accum=self.fast_accum)
 
     def _check_limits(self, p, a, b, c, scales=None):
-        _refuse_scaled_mm("inductor", p, scales)
+        refuse_scaled_mm("inductor", p, scales)
 
     def _run(self, p, a, b, c, alpha, beta, scales=None):
         if scales:
@@ -307,8 +281,9 @@ def kernel(family: str, name, *, config: int | None = None, layout: str | None =
     name: a stage ("s04", 4, "s04_vectorized", "vectorized") or, for cublas and inductor, a
     precision ("fp32", "tf32", "fp16", "bf16", "fp8"; "fp8_fast": fp8, fast_accum). config: a CUDA
     autotuned stage's configuration index (default: tuned per shape class; an fp8 stage's
-    default is its promoted accumulation). layout: for cublas/inductor only, "NN" (default; fp8:
-    "NT", its only layout) or "NT". fast_accum: fp8 kernels only, one FP8 accumulate chain over
+    default is its promoted accumulation). layout: for cublas/inductor only, the primary layout
+    (.layout), "NN" (default; fp8: "NT", its only layout), "NT" or "TN"; every kernel takes each
+    layout its .layouts lists, read from the operands' strides. fast_accum: fp8 kernels only, one FP8 accumulate chain over
     all of K (CUDA: the stage's "fast_accum" configuration; Triton: matmul(fast_accum=True);
     cuBLAS: use_fast_accum=True)."""
     if family in BASELINES:
@@ -325,3 +300,6 @@ def kernel(family: str, name, *, config: int | None = None, layout: str | None =
     if config is not None:
         raise ValueError("config: only CUDA autotuned stages take a config index")
     return TritonKernel(stage, fast_accum=fast_accum)
+
+
+ops.define(kernel)   # the ops' implementations make their kernels with kernel()

@@ -1,8 +1,12 @@
 """Checking a GEMM's arguments before any launch: one checker for every family.
 
 `check_operands` turns (a, b, c, alpha, beta) into a `Problem` (sizes, leading dimensions,
-precision) or raises ValueError/TypeError naming the argument and what was expected. Nothing is
-copied or converted: a tensor a kernel cannot take as it is, is refused. A scaled precision (fp8:
+precision, layout) or raises ValueError/TypeError naming the argument and what was expected. Nothing
+is copied or converted: a tensor a kernel cannot take as it is, is refused. The layout (registry.
+LAYOUTS) is read from the operands' strides (infer_layout): NN both row-major, NT b the transposed
+view of a row-major [N, K], TN a the transposed view of a row-major [K, M]; a kernel names the
+layouts it takes, primary first, and a tensor that fits several (a [1, K] row) counts as the
+first of them that the kernel takes. A scaled precision (fp8:
 e4m3 A and B, C in the stage's output type) also takes scale_a and scale_b (check_scales); any
 other kernel refuses them.
 
@@ -40,22 +44,61 @@ class Problem:
     ldb: int
     ldc: int
     precision: str
-    layout: str
+    layout: str                # the layout read from the strides: "NN", "NT" or "TN"
     scale_a_per_row: int = 0   # fp8: scale_a holds M values (one per row of A), else 1
     scale_b_per_col: int = 0   # fp8: scale_b holds N values (one per column of B), else 1
 
 
+# Per layout: (a is the transposed view, b is the transposed view) of a row-major tensor.
+TRANSPOSED = {"NN": (False, False), "NT": (False, True), "TN": (True, False)}
+
+
+def _fits(t: torch.Tensor, transposed: bool) -> bool:
+    """t's columns (rows when `transposed`) are contiguous; a single column (row) always is."""
+    dim = 0 if transposed else 1
+    return t.shape[dim] <= 1 or t.stride(dim) == 1
+
+
+def _form(name: str, transposed: bool) -> str:
+    rows, cols = ("M", "K") if name == "a" else ("K", "N")
+    return (f"the transposed view of a contiguous ({cols}, {rows}) tensor, stride (1, ld)" if transposed
+            else "row-major, stride (ld, 1)")
+
+
+def infer_layout(layouts: tuple, a: torch.Tensor, b: torch.Tensor) -> str:
+    """The first of `layouts` (a kernel's, primary first) that a's and b's strides fit; else a
+    ValueError naming the operand that fits none of them, the forms it could take and the layouts."""
+    for layout in layouts:
+        ta, tb = TRANSPOSED[layout]
+        if _fits(a, ta) and _fits(b, tb):
+            return layout
+    takes = f"this kernel takes layout{'s' if len(layouts) > 1 else ''} {', '.join(layouts)}"
+    fit_a = [lay for lay in layouts if _fits(a, TRANSPOSED[lay][0])]
+    name, t, options = ("b", b, fit_a) if fit_a else ("a", a, layouts)
+    forms = {}   # form -> the layouts that need it
+    for lay in options:
+        forms.setdefault(_form(name, TRANSPOSED[lay]["ab".index(name)]), []).append(lay)
+    want = " or ".join(f"{form} ({', '.join(lays)})" if len(forms) > 1 else form for form, lays in forms.items())
+    raise ValueError(f"{name} must be {want}; got stride {tuple(t.stride())} ({takes}). "
+                     f"This kernel does not copy its inputs: pass a tensor in that layout")
+
+
+def check_layouts(layouts) -> tuple:
+    """The layouts a kernel takes as a tuple ("NT" alone is one layout), primary first; ValueError
+    naming the argument and the valid ones for anything else."""
+    lays = (layouts,) if isinstance(layouts, str) else tuple(layouts)
+    if not lays or any(x not in LAYOUTS for x in lays) or len(set(lays)) != len(lays):
+        raise ValueError(f"layout must be one of {LAYOUTS} (or a tuple of distinct ones), got {layouts!r}")
+    return lays
+
+
 def _leading_dim(t: torch.Tensor, name: str, rows_name: str, cols_name: str, transposed=False) -> int:
-    """Leading dimension of a 2-D tensor stored row-major (or column-major when `transposed`)."""
+    """Leading dimension of a 2-D tensor stored row-major (or column-major when `transposed`);
+    infer_layout has checked that the contiguous dimension is."""
     rows, cols = t.shape
     s_row, s_col = t.stride()
-    if transposed:  # the (K, N) view of an (N, K) row-major tensor: stride (1, ldb)
+    if transposed:  # e.g. the (K, N) view of an (N, K) row-major tensor: stride (1, ldb)
         rows, cols, s_row, s_col = cols, rows, s_col, s_row
-    if cols > 1 and s_col != 1:
-        want = (f"the transposed view of a contiguous ({cols_name}, {rows_name}) tensor, stride (1, ld)"
-                if transposed else f"row-major, stride (ld, 1)")
-        raise ValueError(f"{name} must be {want}; got stride {tuple(t.stride())}. "
-                         f"This kernel does not copy its inputs: pass a tensor in that layout")
     if rows <= 1:
         return max(cols, 1)
     if s_row < cols:
@@ -136,9 +179,10 @@ def check_scales(M: int, N: int, a, scale_a, scale_b) -> tuple:
     return tuple(flags)
 
 
-def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, allow_cpu=False, *,
+def check_operands(precisions, layouts, a, b, c=None, alpha=1.0, beta=0.0, allow_cpu=False, *,
                    scale_a=None, scale_b=None, out_dtype=None) -> Problem:
-    """Validate C = alpha*A@B + beta*C for a kernel taking `precisions` in `layout`. For a
+    """Validate C = alpha*A@B + beta*C for a kernel taking `precisions` in `layouts` (one layout or
+    a tuple, primary first; the problem's layout is inferred from the strides). For a
     scaled precision (fp8), C = alpha * (scale_a A) @ (B scale_b) + beta * C with C of
     `out_dtype` (default bf16) and the scales checked by check_scales().
 
@@ -148,8 +192,7 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
     if not set(precisions) & set(SCALED) and (scale_a is not None or scale_b is not None):
         raise ValueError(f"{'scale_a' if scale_a is not None else 'scale_b'}: only fp8 kernels take scales "
                          f"(this kernel takes {', '.join(precisions)})")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    layouts = check_layouts(layouts)
     _check_scalar(alpha, "alpha")
     _check_scalar(beta, "beta")
     for name, t in (("a", a), ("b", b)):
@@ -169,8 +212,10 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
     if b.shape[0] != K:
         raise ValueError(f"b must have K = {K} rows to match a of shape {tuple(a.shape)}, got shape {tuple(b.shape)}")
     N = b.shape[1]
-    lda = _leading_dim(a, "a", "M", "K")
-    ldb = _leading_dim(b, "b", "K", "N", transposed=(layout == "NT"))
+    layout = infer_layout(layouts, a, b)
+    a_t, b_t = TRANSPOSED[layout]
+    lda = _leading_dim(a, "a", "M", "K", transposed=a_t)
+    ldb = _leading_dim(b, "b", "K", "N", transposed=b_t)
     ldc = N
     if c is not None:
         if not isinstance(c, torch.Tensor):
@@ -182,10 +227,14 @@ def check_operands(precisions, layout: str, a, b, c=None, alpha=1.0, beta=0.0, a
                             f"type), got {str(c.dtype).replace('torch.', '')}")
         if tuple(c.shape) != (M, N):
             raise ValueError(f"c must have shape (M, N) = ({M}, {N}), got {tuple(c.shape)}")
+        if not _fits(c, False):   # C is row-major in every layout
+            raise ValueError(f"c must be row-major, stride (ld, 1); got stride {tuple(c.stride())}. "
+                             f"This kernel does not copy its output: pass a tensor in that layout")
         ldc = _leading_dim(c, "c", "M", "N")
     elif not beta_is_zero(beta):
         raise ValueError("beta must be 0 when c is None (there is no C to scale)")
-    for name, rows, cols, ld in (("a", M, K, lda), ("b", *((N, K) if layout == "NT" else (K, N)), ldb),
+    # rows and columns as stored: TN's a is a (K, M) tensor, NT's b an (N, K) one
+    for name, rows, cols, ld in (("a", *((K, M) if a_t else (M, K)), lda), ("b", *((N, K) if b_t else (K, N)), ldb),
                                  ("c", M, N, ldc)):
         check_int32(name, rows, cols, ld)
     for name, t in (("b", b), ("c", c)):

@@ -5,8 +5,11 @@ Each file opens with a header (CUDA: `//` lines; Triton: the module docstring):
 
     sNN_slug: title
     Change: ...   Why: ...   Expect: ...   Limits: ...
-    Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+    Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN, NT, TN
     Pair:   triton_kernels/sNN_slug.py
+
+Layout lists the operand layouts the stage takes (LAYOUTS), comma separated; the first is its
+primary layout, the one the study times by default.
 
 Nothing else in the project lists stages: report rows, test ids and CLI names come from here.
 """
@@ -42,7 +45,9 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # Dtype line's "<out> out" (one of SCALED_OUT), not the input type.
 SCALED = ("fp8",)
 SCALED_OUT = ("bf16", "fp16")
-LAYOUTS = ("NN", "NT")
+# For C[M,N] = A[M,K] @ B[K,N]: NN both row-major; NT B the transposed view of a row-major [N, K]
+# (x @ W.T); TN A the transposed view of a row-major [K, M] (dY^T @ X). TT is not supported.
+LAYOUTS = ("NN", "NT", "TN")
 ARCHES = ("sm_80+", "sm_90a")
 KEYS = ("Change", "Why", "Expect", "Limits", "Dtype", "Arch", "Layout", "Pair")
 OPTIONAL_KEYS = ("Log",)   # Log: docs/stages/sNN_slug.md, the stage's experiment log
@@ -71,9 +76,17 @@ class Stage:
     dtype: str           # the Dtype line as written
     precisions: tuple    # ("fp32",) or ("fp16", "bf16") ...
     arch: str            # "sm_80+" or "sm_90a"
-    layout: str          # "NN" or "NT"
+    layout: str          # the primary layout: layouts[0]
     pair: str            # "triton_kernels/s04_vectorized.py" or "none: <reason>"
     log: str = ""        # "docs/stages/s04_vectorized.md" (the Log key), or "" if none
+    layouts: tuple = ()  # every layout the header lists, primary first; () means (layout,)
+
+    def __post_init__(self):
+        # a Stage built by hand with one layout (tests) takes just that one
+        if not self.layouts:
+            object.__setattr__(self, "layouts", (self.layout,))
+        if self.layouts[0] != self.layout:
+            raise ValueError(f"layouts must start with the primary layout {self.layout!r}, got {self.layouts}")
 
     @property
     def number(self) -> int:
@@ -192,15 +205,24 @@ def parse_header(path: Path, family: str) -> Stage:
                           f"its output, one of {SCALED_OUT} ('fp8 in / fp32 acc / bf16 out'), got {fields['Dtype']!r}")
     if fields["Arch"] not in ARCHES:
         raise HeaderError(f"{path}: Arch must be one of {ARCHES}, got {fields['Arch']!r}")
-    if fields["Layout"] not in LAYOUTS:
-        raise HeaderError(f"{path}: Layout must be one of {LAYOUTS}, got {fields['Layout']!r}")
+    layouts = parse_layouts(fields["Layout"], path)
     return Stage(
         family=family, stem=stem, path=path, title=title.strip(),
         change=fields["Change"], why=fields["Why"], expect=fields["Expect"],
         limits=fields["Limits"], dtype=fields["Dtype"], precisions=precisions,
-        arch=fields["Arch"], layout=fields["Layout"], pair=fields["Pair"],
-        log=fields.get("Log", ""),
+        arch=fields["Arch"], layout=layouts[0], pair=fields["Pair"],
+        log=fields.get("Log", ""), layouts=layouts,
     )
+
+
+def parse_layouts(value: str, path="Layout") -> tuple:
+    """("NT", "NN", "TN") from a header's "NT, NN, TN": each from LAYOUTS, once; HeaderError if not."""
+    layouts = tuple(x.strip() for x in value.split(","))
+    bad = [x for x in layouts if x not in LAYOUTS]
+    if bad or len(set(layouts)) != len(layouts):
+        raise HeaderError(f"{path}: Layout must list distinct layouts from {LAYOUTS}, comma separated "
+                          f"(the first is the primary one), got {value!r}")
+    return layouts
 
 
 @functools.lru_cache(maxsize=None)
@@ -241,7 +263,7 @@ def stages(capability: tuple | None = "auto") -> pd.DataFrame:
         row = rows.setdefault(s.stem, {"stage": s.stem, "title": s.title, "cuda": None, "triton": None})
         row[s.family] = str(s.path.relative_to(ROOT))
         row[f"{s.family}_precisions"] = ",".join(s.precisions)
-        row[f"{s.family}_layout"] = s.layout
+        row[f"{s.family}_layout"] = ",".join(s.layouts)   # "NN,NT,TN": primary first
         row[f"{s.family}_arch"] = s.arch
         why_not = s.unavailable_reason(capability)
         row[f"{s.family}_available"] = why_not is None

@@ -304,7 +304,7 @@ def stages_text(table: pd.DataFrame, width: int = 120) -> str:
 
     def both(row, key):
         return "/".join(dict.fromkeys(str(row[f"{f}_{key}"]) for f in fams if isinstance(row[f], str)))
-    fmt = "{:<22} {:<10} {:<6} {:<7} {:<13} {}"
+    fmt = "{:<22} {:<10} {:<8} {:<7} {:<13} {}"
     lines, reasons = [fmt.format("stage", "precision", "layout", "arch", "runs here", "title")], {}
     for _, row in table.iterrows():
         have = [f for f in fams if isinstance(row[f], str)]

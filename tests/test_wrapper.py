@@ -31,8 +31,9 @@ def fake(cls, name="s01_naive", precision="fp32", layout="NN", **attrs):
     if cls in (CudaKernel, TritonKernel):
         k.stage = registry.find(cls.family, name)
         k.name, k.precisions, k.layout, k.config = k.stage.stem, k.stage.precisions, k.stage.layout, None
+        k.layouts = k.stage.layouts
     else:
-        k.name, k.precisions, k.layout = precision, (precision,), layout
+        k.name, k.precisions, k.layout, k.layouts = precision, (precision,), layout, (layout,)
     k._allow_cpu = lambda: True
     for key, value in attrs.items():
         setattr(k, key, value)
@@ -149,8 +150,8 @@ def two_gpus(monkeypatch, no_stream):
     caps = {0: (9, 0), 1: (9, 0)}
     monkeypatch.setattr(torch.cuda, "device", cuda_device)
     monkeypatch.setattr(device, "capability", lambda index=0: caps[index])
-    monkeypatch.setattr(kernels, "check_operands", lambda precs, layout, *args, **kw: Problem(
-        2, 2, 2, 2, 2, 2, precs[0], layout))
+    monkeypatch.setattr(kernels, "check_operands", lambda precs, layouts, *args, **kw: Problem(
+        2, 2, 2, 2, 2, 2, precs[0], layouts[0]))
     on1 = SimpleNamespace(device=torch.device("cuda", 1), data_ptr=lambda: 0)
     return SimpleNamespace(current=current, caps=caps, a=on1, b=on1)
 

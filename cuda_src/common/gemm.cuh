@@ -18,11 +18,18 @@
 
 namespace gemm {
 
-// C = alpha * A @ B + beta * C, all row-major with leading dimensions in elements.
-//   A: [M][K] at A[m * lda + k]
-//   B: layout NN: [K][N] at B[k * ldb + n]
-//      layout NT: [N][K] at B[n * ldb + k]   (B is the transposed view of an N x K tensor)
-//   C: [M][N] at C[m * ldc + n]
+// The operands' storage, for C[M][N] = A[M][K] @ B[K][N] (leading dimensions in elements):
+//   NN: A [M][K] row-major, A[m][k] at A[m * lda + k];  B [K][N] row-major, B[k][n] at B[k * ldb + n]
+//   NT: A [M][K] row-major, A[m][k] at A[m * lda + k];  B stored [N][K], B[k][n] at B[n * ldb + k]
+//       (B is the transposed view of a row-major N x K tensor: nn.Linear's x @ W.T)
+//   TN: A stored [K][M], A[m][k] at A[k * lda + m];      B [K][N] row-major, B[k][n] at B[k * ldb + n]
+//       (A is the transposed view of a row-major K x M tensor: a backward pass's dY^T @ X)
+// TT is not supported. C is always row-major: C[m][n] at C[m * ldc + n]. The values are the
+// binding's `int layout` argument; a stage's header lists the layouts it takes, and the binding
+// refuses any other before calling unsupported(), so a single-layout stage may ignore `layout`.
+enum class Layout : int { NN = 0, NT = 1, TN = 2 };
+
+// C = alpha * A @ B + beta * C with A, B stored as `layout` says (above), C row-major.
 // M, N, K >= 1 when launch() is called (the binding handles empty problems).
 // Every offset fits in int32: the binding refuses problems where it would not.
 // beta == 0 means C is write-only: a stage must not read it (it may hold NaN).
@@ -34,6 +41,7 @@ struct Problem {
   int M, N, K;
   int lda, ldb, ldc;
   float alpha, beta;
+  Layout layout;  // how A and B are stored (see Layout); last, so positional initialisers stay valid
 };
 
 // Scaled FP8 GEMM (s15): C = alpha * (Sa A) @ (B Sb) + beta * C, A and B e4m3, C of type OutT

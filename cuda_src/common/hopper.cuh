@@ -15,11 +15,15 @@
 //   - host: cuTensorMapEncodeTiled fetched through the runtime (cudaGetDriverEntryPointByVersion)
 //     so that nothing links libcuda; cuda.h / cudaTypedefs.h are included for the types only.
 //
-// Shared-memory tile format every helper below agrees on ("SW128 K-major"):
-//   a tile of R rows x 64 elements of a 2-byte type, one 128-byte line per row, rows packed,
-//   the 16-byte chunks of row r XOR-swizzled by (r % 8): what TMA writes with
+// Shared-memory tile formats every helper below agrees on:
+//   "SW128 K-major": a tile of R rows (M or N) x 64 k of a 2-byte type, one 128-byte line per
+//   row, rows packed, the 16-byte chunks of row r XOR-swizzled by (r % 8): what TMA writes with
 //   CU_TENSOR_MAP_SWIZZLE_128B and what wgmma reads with descriptor swizzle mode 1.
 //   8 rows x 128 B = 1024 B is one swizzle atom, so every tile must start 1024-byte aligned.
+//   "SW128 MN-major" (an operand whose M or N is contiguous: B in NN / TN, A in TN): the same
+//   lines with the roles swapped, one 128-byte line = 64 m (or n) of one k; a tile of R rows x
+//   64 k is R / 64 TMA boxes of [64 k][64 mn] (8 KB each) one after another. wgmma reads it
+//   with its transpose bit set (tnspA / tnspB), no copy transposes anything.
 #pragma once
 #include <cstdint>
 #include <cuda.h>          // CUtensorMap and enums: types only, libcuda is never linked
@@ -88,6 +92,21 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
+// One operand tile of ROWS (M or N) x 64 k for k-step origin k0 and first row mn0: a K-major
+// operand is one box of the map (make_tmap_operand); an MN-major one ROWS / 64 boxes of
+// [64 k][64 mn], placed MN_BOX_BYTES apart (the descriptor's leading byte offset), so that
+// row block j of the tile starts at dst + j * 64 * 64 elements in both formats.
+template <bool MN_MAJOR, int ROWS, typename T>
+__device__ __forceinline__ void tma_load_operand(T* dst, const CUtensorMap* map, uint64_t* bar, int k0, int mn0) {
+  if constexpr (MN_MAJOR) {
+    static_assert(ROWS % 64 == 0, "an MN-major tile is whole 64-wide boxes (one 128-byte swizzle line)");
+#pragma unroll
+    for (int j = 0; j < ROWS / 64; ++j) tma_load_2d(dst + j * 64 * 64, map, bar, mn0 + j * 64, k0);
+  } else {
+    tma_load_2d(dst, map, bar, k0, mn0);
+  }
+}
+
 // TMA 2-D tile store (shared -> global), the reverse direction: one thread hands the copy engine
 // a box staged in shared memory (same SW128 format); elements outside the tensor map's extent
 // are not written, which clips M/N edges. Completion is tracked per thread by bulk async-groups:
@@ -139,6 +158,27 @@ __device__ __forceinline__ uint64_t desc_sw128(const void* tile) {
   return ((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
 }
+// The same for an SW128 MN-major tile ([64 k][64 mn] boxes). For MN-major operands the PTX ISA
+// ("Strides" of the wgmma shared-memory layout) gives both offsets other meanings: the canonical
+// layout is ((8, 8, m), (8, k)) : ((1, 8, LBO), (64, SBO)) in elements, so
+//   leading-dimension byte offset = from one 64-element MN atom to the next: the next box, 8 KB
+//   stride-dimension byte offset  = from one group of 8 k rows to the next: 8 x 128 B = 1024 B.
+// One wgmma k16 step spans two 8-row groups; stepping K by 16 = +16 rows = +2048 bytes, a whole
+// number of swizzle atoms (base offset stays 0).
+constexpr int MN_BOX = 64;                     // mn per box: one 128-byte line of 2-byte elements
+constexpr int MN_BOX_BYTES = MN_BOX * 64 * 2;  // one [64 k][64 mn] box
+__device__ __forceinline__ uint64_t desc_sw128_mn(const void* tile) {
+  const uint64_t addr = smem_u32(tile);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t(MN_BOX_BYTES >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+// Descriptor of k16 step k (0..3) of a 2-byte operand tile that starts at `tile` (its first M or
+// N row): K-major +16 elements along the line, MN-major +16 k rows of 64 elements.
+template <bool MN_MAJOR, typename T>
+__device__ __forceinline__ uint64_t desc_k16(const T* tile, int k) {
+  if constexpr (MN_MAJOR) return desc_sw128_mn(tile + k * 16 * MN_BOX);
+  else return desc_sw128(tile + k * 16);
+}
 
 // Ordering rules for wgmma (PTX ISA, "asynchronous warpgroup level matrix" section):
 //   fence  before the first wgmma of a batch, and whenever the accumulator registers were touched
@@ -171,17 +211,20 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R));
 }
 
-// D[64 x N] (+)= A[64 x 16] * B[16 x N], both operands K-major SW128 tiles in shared memory,
-// fp32 accumulators in registers. `accumulate == 0` overwrites D (first K step: no zeroing pass).
+// D[64 x N] (+)= A[64 x 16] * B[16 x N], both operands SW128 tiles in shared memory, fp32
+// accumulators in registers. `accumulate == 0` overwrites D (first K step: no zeroing pass).
+// TA / TB: the instruction's imm-trans-a / imm-trans-b, 0 for a K-major tile, 1 for an
+// MN-major one (16-bit types only: the hardware transposes on the way in).
 // Register fragment (PTX ISA, wgmma D layout for .f32): warp w of the warpgroup owns rows
 // 16w..16w+15; thread lane holds for i in [0, N/2):
 //   row = 16w + lane/4 + 8*((i/2)%2),  col = 8*(i/4) + 2*(lane%4) + (i%2)
 // i.e. pairs of adjacent columns, the mma.sync m16n8 C fragment repeated N/8 times along N.
 // Instantiated for N in {16, 32, 64, 128, 256} and T in {__half, __nv_bfloat16} by the macro below.
-template <typename T, int N>
+template <typename T, int N, int TA = 0, int TB = 0>
 struct Wgmma;
 // The asm operand lists are long and differ only in length, so they are written once here:
-// %0..%(R-1) are the accumulators, then the two descriptors and the accumulate flag.
+// %0..%(R-1) are the accumulators, then the two descriptors, the accumulate flag and the two
+// transpose immediates.
 #define HOPPER_WGMMA_D64 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -219,28 +262,30 @@ struct Wgmma;
 #define HOPPER_WGMMA_OUT16 HOPPER_WGMMA_OUT8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define HOPPER_WGMMA_OUT32 HOPPER_WGMMA_OUT16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 // One specialisation: T and its PTX type, N, the accumulator count R = N / 2, and the operand
-// numbers of the descriptors (R, R + 1) and of the flag (R + 2) as strings.
-#define HOPPER_WGMMA(T, PTX_T, N, R, DESC, FLAG)                                                   \
-  template <> struct Wgmma<T, N> {                                                                 \
+// numbers of the descriptors (R, R + 1), of the flag (R + 2) and of the transpose bits
+// (R + 3, R + 4) as strings.
+#define HOPPER_WGMMA(T, PTX_T, N, R, DESC, FLAG, TRANS)                                            \
+  template <int TA, int TB> struct Wgmma<T, N, TA, TB> {                                           \
+    static_assert((TA == 0 || TA == 1) && (TB == 0 || TB == 1), "transpose bits are 0 or 1");    \
     static __device__ __forceinline__ void mma(float (&d)[R], uint64_t da, uint64_t db, int accumulate) { \
       asm volatile("{\n.reg .pred p;\n"                                                             \
                    "setp.ne.b32 p, " FLAG ", 0;\n"                                                  \
                    "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {"            \
-                   HOPPER_WGMMA_D##R "}, " DESC ", p, 1, 1, 0, 0;\n}\n"                              \
+                   HOPPER_WGMMA_D##R "}, " DESC ", p, 1, 1, " TRANS ";\n}\n"                        \
                    : HOPPER_WGMMA_OUT##R                                                          \
-                   : "l"(da), "l"(db), "r"(accumulate));                                          \
+                   : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));                        \
     }                                                                                             \
   };
-HOPPER_WGMMA(__half, "f16", 128, 64, "%64, %65", "%66")
-HOPPER_WGMMA(__nv_bfloat16, "bf16", 128, 64, "%64, %65", "%66")
-HOPPER_WGMMA(__half, "f16", 256, 128, "%128, %129", "%130")
-HOPPER_WGMMA(__nv_bfloat16, "bf16", 256, 128, "%128, %129", "%130")
-HOPPER_WGMMA(__half, "f16", 16, 8, "%8, %9", "%10")
-HOPPER_WGMMA(__nv_bfloat16, "bf16", 16, 8, "%8, %9", "%10")
-HOPPER_WGMMA(__half, "f16", 32, 16, "%16, %17", "%18")
-HOPPER_WGMMA(__nv_bfloat16, "bf16", 32, 16, "%16, %17", "%18")
-HOPPER_WGMMA(__half, "f16", 64, 32, "%32, %33", "%34")
-HOPPER_WGMMA(__nv_bfloat16, "bf16", 64, 32, "%32, %33", "%34")
+HOPPER_WGMMA(__half, "f16", 128, 64, "%64, %65", "%66", "%67, %68")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 128, 64, "%64, %65", "%66", "%67, %68")
+HOPPER_WGMMA(__half, "f16", 256, 128, "%128, %129", "%130", "%131, %132")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 256, 128, "%128, %129", "%130", "%131, %132")
+HOPPER_WGMMA(__half, "f16", 16, 8, "%8, %9", "%10", "%11, %12")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 16, 8, "%8, %9", "%10", "%11, %12")
+HOPPER_WGMMA(__half, "f16", 32, 16, "%16, %17", "%18", "%19, %20")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 32, 16, "%16, %17", "%18", "%19, %20")
+HOPPER_WGMMA(__half, "f16", 64, 32, "%32, %33", "%34", "%35, %36")
+HOPPER_WGMMA(__nv_bfloat16, "bf16", 64, 32, "%32, %33", "%34", "%35, %36")
 #undef HOPPER_WGMMA
 #undef HOPPER_WGMMA_D8
 #undef HOPPER_WGMMA_D16
@@ -360,18 +405,36 @@ inline cudaError_t make_tmap_kmajor(CUtensorMap* map, const T* base, int rows, i
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The TMA operand rules as a check shared by both stages' unsupported(): nullptr or a message.
+// Tensor map of one operand of extent mn (M of A, N of B) x k: K-major, boxes of box_rows x 64 k
+// (SW128 K-major tiles); MN-major (stored [k][mn], mn contiguous), boxes of 64 k x 64 mn
+// (SW128 MN-major boxes, tma_load_operand issues box_rows / 64 of them per tile).
 template <typename T>
-inline const char* tma_operand_problem(const T* A, int M, int lda, const T* B, int N, int ldb) {
+inline cudaError_t make_tmap_operand(CUtensorMap* map, const T* base, bool mn_major, int mn, int k, int ld,
+                                     int box_rows) {
+  return mn_major ? make_tmap_kmajor(map, base, k, mn, ld, 64) : make_tmap_kmajor(map, base, mn, k, ld, box_rows);
+}
+
+// The TMA operand rules as a check shared by the stages' unsupported(): nullptr or a message.
+// a_rows / b_rows: the operand's extent along its strided dimension (M or N when K-major, K
+// when MN-major); a single row has no stride to check.
+template <typename T>
+inline const char* tma_operand_problem(const T* A, int a_rows, int lda, const T* B, int b_rows, int ldb) {
   if (reinterpret_cast<uintptr_t>(A) % 16)
     return "a must be 16-byte aligned (TMA loads it: its base address needs 16-byte alignment)";
   if (reinterpret_cast<uintptr_t>(B) % 16)
     return "b must be 16-byte aligned (TMA loads it: its base address needs 16-byte alignment)";
-  if (M > 1 && lda % 8)
+  if (a_rows > 1 && lda % 8)
     return "lda must be a multiple of 8 elements (TMA needs 16-byte row strides)";
-  if (N > 1 && ldb % 8)
+  if (b_rows > 1 && ldb % 8)
     return "ldb must be a multiple of 8 elements (TMA needs 16-byte row strides)";
   return nullptr;
+}
+// The same for a problem in any layout: A's rows are M (K-major) or K (M-major, TN), B's N
+// (K-major, NT) or K (N-major, NN / TN).
+template <typename T>
+inline const char* tma_operand_problem(const gemm::Problem<T>& p) {
+  const bool a_mn = p.layout == gemm::Layout::TN, b_mn = p.layout != gemm::Layout::NT;
+  return tma_operand_problem(p.A, a_mn ? p.K : p.M, p.lda, p.B, b_mn ? p.K : p.N, p.ldb);
 }
 
 }  // namespace hopper
