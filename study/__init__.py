@@ -10,6 +10,9 @@
     study.stages()                            # the pairing table as a pandas DataFrame
     study.bench(fn, [4096], "bf16")           # time your own kernel beside cuBLAS
     study.build_all()                         # compile every CUDA stage now (cached)
+    study.Linear(4096, 11008, kernel=("cuda", "s13"))   # nn.Linear on a stage, forward and backward
+    with study.use("triton", "s13"): model(x)  # torch's matmuls in the block on a stage
+    study.gemm("cuda", "s13", a, b)           # the torch.ops.study.gemm custom op (torch.compile)
 
 Names load on first use, so `import study` (and `python -m study --help`) imports neither
 torch nor Triton until a kernel is asked for. docs/ARCHITECTURE.md maps the modules.
@@ -20,7 +23,7 @@ from pathlib import Path
 # public name -> the module that defines it
 _EXPORTS = {"Kernel": "kernels", "kernel": "kernels", "check_operands": "operands", "bench": "measure",
             "Stage": "registry", "all_stages": "registry", "stages": "registry", "build_all": "build",
-            "quantize_fp8": "fp8"}
+            "quantize_fp8": "fp8", "Linear": "nn", "use": "route", "gemm": "kernels", "gemm_": "kernels"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -3,6 +3,8 @@
     python -m study reports [--quick] [--families cuda triton cublas] [--stages s01 s09]
                             [--precisions fp32 tf32] [--shapes squares 1000x4096x4096] [--no-ncu]
                             [--redraw] [--out DIR] [--allow-partial]
+                            [--no-model]
+    python -m study model [--steps 200] [--families cuda triton] [--stages s10 s13] [--parts train mlp]
     python -m study bench cuda s04 [--shape 4096x4096x4096] [--precision fp32]
     python -m study stages
     python -m study build [--jobs N]
@@ -82,7 +84,7 @@ def _reports(args, filters: str, measure: bool) -> int:
 
         return run(Options(args.quick, tuple(args.families or ()), tuple(args.stages or ()),
                            tuple(args.precisions or ()), tuple(args.shapes or ()), args.ncu, args.no_ncu, _root(args),
-                           allow_partial=args.allow_partial))
+                           allow_partial=args.allow_partial, model=not args.no_model))
     if filters:
         return _error("reports", f"no CUDA GPU here, so nothing can be measured ({filters} selects what to "
                                  "measure); without filters this command redraws reports/ from reports/data/", 1)
@@ -106,6 +108,26 @@ def _reports(args, filters: str, measure: bool) -> int:
         written = report.render(root)
     _say(f"wrote {len(written)} files under {root}")
     return 0
+
+
+def cmd_model(args) -> int:
+    from . import device
+    from .inmodel import ModelOptions
+
+    try:
+        opts = ModelOptions(**{k: tuple(v) if isinstance(v, list) else v for k in ("steps", "families", "stages", "parts")
+                               if (v := getattr(args, k)) is not None})
+    except ValueError as exc:
+        return _error("model", str(exc))
+    if device.capability() is None:
+        return _error("model", "no CUDA GPU here: the model group trains and times on the GPU", 1)
+    from .atomic import Busy
+    from .modelrun import record
+
+    try:
+        return record(opts, _root(args))
+    except Busy as exc:
+        return _error("model", str(exc), 1)
 
 
 def cmd_bench(args) -> int:
@@ -196,8 +218,23 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-partial", action="store_true",
                    help="write a measured run even if a precision group crashed or planned kernel-shapes have no "
                         "row (default: exit 1 and leave the recorded reports untouched)")
+    r.add_argument("--no-model", action="store_true",
+                   help="leave out the kernels-in-a-model group (training, inference, MLP block, overhead); "
+                        "it runs in a full, unfiltered run")
     r.add_argument("--out", help="reports directory (default: <repo>/reports; reports/quick with --quick)")
     r.set_defaults(func=cmd_reports)
+    m = sub.add_parser("model", help="the kernels in a model: a GPT trained through each 16-bit stage, inference, "
+                       "MLP block, host overhead", description="Train a small byte-level GPT through each 16-bit "
+                       "stage (study.use) and with torch, check one step's gradients against fp64, time its "
+                       "inference, a Llama MLP block and the host overhead per call; recorded as model.csv beside "
+                       "this GPU's run and shown on reports/<gpu>/model.md.")
+    m.add_argument("--steps", type=int, help="training steps (default 200)")
+    m.add_argument("--families", nargs="+", choices=list(FAMILIES), help="default: cuda triton")
+    m.add_argument("--stages", nargs="+", help="16-bit stages (default: s10-s14)")
+    m.add_argument("--parts", nargs="+", choices=["train", "bench", "mlp", "overhead"], help="default: all")
+    m.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)   # _root() reads it
+    m.add_argument("--out", help="reports directory (default: <repo>/reports)")
+    m.set_defaults(func=cmd_model)
     b = sub.add_parser("bench", help="time one kernel beside cuBLAS", description="Time one kernel on this GPU "
                        "the way the study does, beside cuBLAS at the same precision and layout.")
     b.add_argument("family", choices=[*FAMILIES, "cublas"])

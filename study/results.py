@@ -1,8 +1,8 @@
 """The tidy tables of one GPU's run, on disk in reports/data/<gpu>/: schema, write, load.
 
 results.csv holds one row per measurement (measure.py makes them, roofline.annotate adds the
-derived columns); ceilings, resources, builds, profile and autotune sit beside it, and
-environment.json says where and when. Everything downstream (tables, figures, pages) reads
+derived columns); ceilings, resources, builds, profile, autotune and model (the kernels in a
+model: modelrun.py) sit beside it, and environment.json says where and when. Everything downstream (tables, figures, pages) reads
 these files only, so a machine without a GPU redraws every report from them.
 """
 from __future__ import annotations
@@ -38,8 +38,9 @@ class Data:
     profile: pd.DataFrame = field(default_factory=pd.DataFrame)
     autotune: pd.DataFrame = field(default_factory=pd.DataFrame)
     environment: dict = field(default_factory=dict)
+    model: pd.DataFrame = field(default_factory=pd.DataFrame)   # the kernels in a model (inmodel.COLUMNS)
 
-    TABLES = ("results", "ceilings", "resources", "builds", "profile", "autotune")
+    TABLES = ("results", "ceilings", "resources", "builds", "profile", "autotune", "model")
 
 
 def reports_root(quick: bool = False, out=None) -> Path:
@@ -115,9 +116,9 @@ def status_label(row) -> str:
 def load(directory: Path) -> Data:
     directory = Path(directory)
     frames = {name: _read(directory / f"{name}.csv") for name in Data.TABLES}
-    for col in ("reason", "note", "scaling"):   # scaling: fp8's "tensor" / "row", else ""
-        if col in frames["results"]:
-            frames["results"][col] = frames["results"][col].astype(object).fillna("")
+    for name, col in (("results", "reason"), ("results", "note"), ("results", "scaling"), ("model", "note")):
+        if col in frames[name]:   # scaling: fp8's "tensor" / "row", else ""
+            frames[name][col] = frames[name][col].astype(object).fillna("")
     frames["results"] = not_measured_as_skipped(frames["results"])
     env_path = directory / "environment.json"
     env = json.loads(env_path.read_text()) if env_path.exists() else {}

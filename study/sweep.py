@@ -45,6 +45,7 @@ class Options:
     no_ncu: bool = False
     root: Path | None = None
     allow_partial: bool = False  # write a run that lost rows or a group all the same
+    model: bool = True          # the kernels in a model (modelrun.py), in a full run only
 
     def filters(self) -> str:
         """The filters as flags ("--stages s08 --shapes 4096"), "" for none."""
@@ -199,6 +200,21 @@ def _autotune_rows(gpu: str, triton_tuned: list) -> pd.DataFrame:
     return pd.concat([at, pd.DataFrame(triton_tuned)], ignore_index=True)
 
 
+def _model(opts: Options, old: Path, phases: dict) -> pd.DataFrame:
+    """The model group's rows (modelrun.py) in a full run; else (quick, filtered, --no-model) the
+    rows recorded before, if any."""
+    if opts.model and not opts.quick and not opts.filters():
+        from . import modelrun
+        from .inmodel import ModelOptions
+
+        t = time.perf_counter()
+        say("the kernels in a model: training, inference, MLP block, host overhead (modelrun.py)")
+        df = modelrun.run_group(ModelOptions())
+        phases["model"] = time.perf_counter() - t
+        return df
+    return results.load(old).model if (old / "results.csv").exists() else pd.DataFrame()
+
+
 def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
     if len(df) and "gpu" not in df:
         df.insert(0, "gpu", gpu)
@@ -274,7 +290,7 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
     tuned = _autotune_rows(gpu, got["autotune"])
     if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
         tuned = merge(prev.autotune, tuned, AUTOTUNE_KEY)
-    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env)
+    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(opts, old, phases))
     commit(data, root, [], phases=phases, t_all=t_all)   # its problems were said (and refused) above
     ok = (res["status"] == "ok").sum()
     say(f"wrote {old} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "

@@ -3,6 +3,7 @@
     measure SPEC.json         one precision group of the sweep (runner.py), JSON events on stdout
     profile SPEC.json ORDER   the kernels to profile, run under Nsight Compute (profile.py)
     build STAGE.cu            compile one CUDA stage (build.py's parallel build)
+    model SPEC.json           the kernels in a model: training, inference, MLP, overhead (modelrun.py)
 
 A module of its own, imported by nothing in the package: `python -m study.<module>` for a
 module that `import study` has already loaded makes runpy warn ("found in sys.modules after
@@ -21,6 +22,10 @@ def main(argv: list) -> int:
         from .profile import child_main
 
         return child_main(args[0], args[1])
+    if job == "model" and len(args) == 1:
+        from .modelrun import child_main as model_main
+
+        return model_main(args[0])
     if job == "build" and len(args) == 1:
         from .build import build_one
 

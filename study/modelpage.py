@@ -1,0 +1,193 @@
+"""The "in a model" page, reports/<gpu>/model.md, from model.csv (modelrun.py's rows) alone.
+
+    page(data)        the markdown: training against torch, one step's gradients against fp64,
+                      GPT inference tokens/s, the Llama MLP block, host overhead per call, failures
+    findings(data)    one-sentence findings for the overview (MLP block, training agreement)
+    loss_bound(m)     the training agreement bound, computed from torch and the fp32 yardstick
+
+The training bound, stated before any stage is looked at: two valid 16-bit GEMMs (torch's
+cuBLAS, and the yardstick that sums in fp32 and rounds once) already give different loss curves,
+because every rounding difference feeds back through 200 optimiser steps. A stage agrees with
+torch when at every logged step |loss - torch's loss| <= LOSS_ABS + LOSS_FACTOR x the largest
+torch-to-yardstick gap over the logged steps.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .results import Data
+from .tables import fmt
+
+LOSS_ABS = 0.05      # nats: a floor, so that a yardstick that happens to track torch closely is no trap
+LOSS_FACTOR = 2.0
+HOST_TARGET_US = 10.0    # a call through the public API: at most this much more host time than torch.mm
+TORCH, YARD = "torch:cublas", "torch:fp32_gemm"
+
+
+def _v(df: pd.DataFrame) -> pd.Series:
+    return df["family"] + ":" + df["stage"]
+
+
+def _rows(m: pd.DataFrame, what: str) -> pd.DataFrame:
+    out = m[m["what"] == what].copy()
+    out["variant"] = _v(out)
+    out["value"] = pd.to_numeric(out["value"], errors="coerce")
+    out["size"] = pd.to_numeric(out["size"], errors="coerce")
+    return out
+
+
+def _name(v: str) -> str:
+    return {TORCH: "torch (cuBLAS)", YARD: "torch, GEMMs in fp32 (yardstick)"}.get(v, v.replace(":", " "))
+
+
+def loss_bound(m: pd.DataFrame) -> float | None:
+    """LOSS_ABS + LOSS_FACTOR x max |yardstick - torch| over the logged steps; None without both."""
+    loss = _rows(m, "loss").pivot_table(index="size", columns="variant", values="value")
+    if TORCH not in loss or YARD not in loss:
+        return None
+    return LOSS_ABS + LOSS_FACTOR * float((loss[YARD] - loss[TORCH]).abs().max())
+
+
+def training(m: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: first and last logged loss, the worst gap to torch, within the bound or not,
+    GEMMs routed / fallen back, seconds, and one step's gradient checks."""
+    loss = _rows(m, "loss").pivot_table(index="size", columns="variant", values="value")
+    if TORCH not in loss:
+        return pd.DataFrame()
+    bound = loss_bound(m)
+    extra = {w: _rows(m, w).set_index("variant")["value"] for w in
+             ("routed_calls", "fallback_calls", "train_s", "grad_err_fp64", "gemm_err_over_bound")}
+    rows = []
+    for v in loss.columns:
+        gap = float((loss[v] - loss[TORCH]).abs().max())
+        ok = "" if v == TORCH or bound is None else ("yes" if gap <= bound else "**no**")
+        g = extra["gemm_err_over_bound"].get(v)
+        rows.append({"variant": _name(v), f"loss step {int(loss.index.min())}": fmt(loss[v].iloc[0], ".3f"),
+                     f"loss step {int(loss.index.max())}": fmt(loss[v].iloc[-1], ".3f"),
+                     "worst gap to torch": fmt(gap, ".3f") if v != TORCH else "", "within bound": ok,
+                     "GEMMs routed / fallback": (f"{extra['routed_calls'].get(v, 0):.0f} / "
+                                                 f"{extra['fallback_calls'].get(v, 0):.0f}"
+                                                 if v in extra["routed_calls"] else ""),
+                     "grad error vs fp64": fmt(extra["grad_err_fp64"].get(v), ".2e"),
+                     "worst GEMM / bound": fmt(g, ".2f") + ("" if g is None or g <= 1 else " **over**"),
+                     "train s": fmt(extra["train_s"].get(v), ".1f")})
+    return pd.DataFrame(rows)
+
+
+def _per_size(m: pd.DataFrame, what: str, higher_better: bool, digits: str) -> pd.DataFrame:
+    """Variant x size of `what`, each cell "value (x.xx torch)"; wrong rows say so."""
+    df = _rows(m, what)
+    if df.empty:
+        return df
+    out = {}
+    for size, g in df.groupby("size"):
+        base = g.loc[g["variant"] == TORCH, "value"]
+        for r in g.itertuples():
+            cell = fmt(r.value, digits)
+            if len(base) and r.variant != TORCH and pd.notna(r.value) and r.value > 0:
+                ratio = r.value / base.iloc[0] if higher_better else base.iloc[0] / r.value
+                cell += f" ({ratio:.2f}x)"
+            if str(r.note).startswith("wrong"):
+                cell += " wrong"
+            out.setdefault(_name(r.variant), {})[int(size)] = cell
+    table = pd.DataFrame(out).T
+    table.columns = [str(c) for c in table.columns]
+    return table.reset_index(names="variant")
+
+
+def mlp_best(m: pd.DataFrame) -> pd.DataFrame:
+    """Per M and family: the fastest stage of the MLP block and its speed against torch."""
+    df = _rows(m, "mlp_ms")
+    df = df[~df["note"].astype(str).str.startswith("wrong")]
+    rows = []
+    for size, g in df.groupby("size"):
+        base = g.loc[g["variant"] == TORCH, "value"]
+        for fam in ("cuda", "triton"):
+            f = g[g["family"] == fam]
+            if len(f) and len(base):
+                best = f.loc[f["value"].idxmin()]
+                rows.append({"M": int(size), "family": fam, "stage": best["stage"], "ms": best["value"],
+                             "x torch": base.iloc[0] / best["value"]})
+    return pd.DataFrame(rows)
+
+
+def overhead(m: pd.DataFrame) -> pd.DataFrame:
+    df = _rows(m, "host_us_over_torch")
+    if df.empty:
+        return df
+    t = df.pivot_table(index="variant", columns="note", values="value", sort=False)
+    t = t.map(lambda v: fmt(v, "+.1f"))
+    return t.reset_index().rename(columns={"variant": "stage"})
+
+
+def failures(m: pd.DataFrame) -> pd.DataFrame:
+    f = m[m["what"] == "failed"]
+    return pd.DataFrame({"variant": _v(f), "what failed": f["note"]}) if len(f) else pd.DataFrame()
+
+
+def page(data: Data, table) -> str:
+    """The page's markdown; `table` is pages.table (no nan cells)."""
+    m, gpu = data.model, data.environment.get("gpu_full_name", data.gpu)
+    out = [f"# {gpu}: the kernels in a model\n",
+           "Generated by `make reports` (or `python -m study model`) from `model.csv`. A byte-level GPT (4 layers, "
+           "d_model 256, 4 heads, context 128, no biases; the repository's own text as its corpus) is trained "
+           "200 steps with AdamW in bf16, once with torch's matmuls, once with every 2-D GEMM summed in fp32 and "
+           "rounded once (the yardstick), and once through each 16-bit stage with `study.use(family, stage)`: "
+           "every `nn.Linear` forward (NT) and its backward (dX in NN, dW in TN) run on the stage; attention's "
+           "batched matmuls stay on torch.\n"]
+    bound = loss_bound(m)
+    train = training(m)
+    if len(train):
+        said = (f"A stage agrees with torch when at every logged step its loss is within {LOSS_ABS} nats + "
+                f"{LOSS_FACTOR:g} x the largest torch-to-yardstick gap = **{bound:.3f} nats** of torch's. "
+                if bound is not None else "")
+        out.append("## Training\n\n" + said + "The gradient check runs step 0 through the variant and in fp64 on "
+                   "the same bf16 weights: the worst relative error over the parameters' gradients, and every GEMM "
+                   "of the step against fp64 from its own inputs, as a multiple of the tolerance policy's bound "
+                   "(<= 1 passes).\n\n" + table(train))
+    for what, title, hb, digits in (("prefill_tokens_per_s", "Inference: prefill, tokens/s (batch x 128 tokens)",
+                                     True, ".3g"),
+                                    ("decode_tokens_per_s", "Inference: one decode step, tokens/s (batch tokens "
+                                     "against a full KV cache)", True, ".3g"),
+                                    ("mlp_ms", "Llama MLP block, ms (d_model 4096, hidden 11008, bf16; L2 flushed)",
+                                     False, ".3f")):
+        t = _per_size(m, what, hb, digits)
+        if len(t):
+            out.append(f"## {title}\n\nColumns: {'batch size' if 'tokens' in what else 'M tokens'}; in brackets the "
+                       "speed against torch (> 1 faster). CUDA-graph replays, median of the repeats.\n\n" + table(t))
+    best = mlp_best(m)
+    if len(best):
+        best = best.assign(ms=best["ms"].map(lambda v: fmt(v, ".3f")), **{"x torch": best["x torch"].map(
+            lambda v: fmt(v, ".2f"))})
+        out.append("### Fastest stage per family, MLP block\n\n" + table(best))
+    ov = overhead(m)
+    if len(ov):
+        out.append(f"## Host overhead per call\n\nMicroseconds of host time per call more than torch's own "
+                   f"(`torch.mm`; `F.linear` for the study.Linear and study.use rows), a 64^3 bf16 NT GEMM called "
+                   f"back to back so that the host's time is what is measured. Target for a public-API call: at most "
+                   f"{HOST_TARGET_US:g} us.\n\n" + table(ov))
+    fails = failures(m)
+    if len(fails):
+        out.append("## What did not run\n\n" + table(fails))
+    return "\n".join(out)
+
+
+def findings(data: Data) -> list:
+    """One-sentence findings for the overview, each linking to the page."""
+    m, link = data.model, f"[in a model]({data.gpu}/model.md)"
+    if m is None or m.empty:
+        return []
+    out = []
+    best = mlp_best(m)
+    if len(best):
+        top = best.loc[best.groupby("M")["x torch"].idxmax()]
+        out.append("A Llama MLP block (bf16) through the fastest stage runs at "
+                   + ", ".join(f"{r['x torch']:.2f}x torch at M = {r['M']} ({r['family']} {r['stage'][:3]})"
+                               for _, r in top.iterrows()) + f" ({link}).")
+    train, bound = training(m), loss_bound(m)
+    if len(train) and bound is not None:
+        stages = train[~train["variant"].str.startswith("torch")]
+        ok = (stages["within bound"] == "yes").sum()
+        out.append(f"Training a small GPT through each 16-bit stage: {ok} of {len(stages)} stay within "
+                   f"{bound:.3f} nats of torch's loss at every logged step ({link}).")
+    return out

@@ -1,0 +1,126 @@
+"""Host overhead of calling a kernel through the public API, against torch's own calls.
+
+    study.overhead.measure("cuda", "s13")     # pandas: us per call of each path, on the GPU
+
+A tiny GEMM (default 64^3 bf16, NT: the nn.Linear layout), so the GPU finishes each launch
+before the host issues the next: the time is the host's. Each path is called `calls` times back
+to back with no synchronisation inside the loop; the host clock stops when the last call returns
+(`us_host`, per call) and again after torch.cuda.synchronize() (`us_synced`: at most the GPU's
+own time when that is longer, e.g. a Triton stage compiled for large tiles). `calls` stays below
+the depth of the driver's launch queue (about 1000), which would otherwise block the host. Paths
+run in rounds, interleaved, and each figure is the median over `rounds`.
+
+Paths: "torch.mm" and "F.linear" (the baselines), "launch only" (the stage's launcher called with
+pre-checked arguments: the raw-pointer binding, or the Triton file's matmul; what no wrapper can
+save), "study.kernel" (every check, C allocated), "study.kernel, c given", "check_operands" alone,
+"torch.ops.study.gemm" / "gemm_" (the custom ops, eager), "study.Linear" (no grad) and
+"study.use F.linear" (a routed F.linear inside the mode). `us_over_torch` subtracts torch.mm's
+us_host (F.linear's for the Linear and use rows); `us_over_launch` the launch-only row's.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from . import ops
+from .nn import Linear
+from .operands import DTYPES, check_operands
+from .route import use
+
+
+def _paths(k, family: str, name: str, a, w, c) -> dict:
+    """name -> zero-argument call, every one computing a @ w.T on the same operands."""
+    b = w.t()                                            # [K, N] view of the [N, K] weight: NT
+    p = check_operands(k.precisions, getattr(k, "layouts", k.layout), a, b, c, allow_cpu=k._allow_cpu())
+    if family == "cuda":
+        launch = getattr(k.module, f"launch_{p.precision}")
+        args = k._args(p, a, b, c, 1.0, 0.0)
+        index = a.device.index
+
+        def launch_only():
+            launch(*args, ops.raw_stream(index), -1 if k.config is None else int(k.config))
+    else:
+        def launch_only():
+            k._run(p, a, b, c, 1.0, 0.0)
+    layer = Linear(w.shape[1], w.shape[0], bias=False, device=a.device, dtype=a.dtype, kernel=(family, name))
+    with torch.no_grad():
+        layer.weight.copy_(w)
+    paths = {
+        "torch.mm": lambda: torch.mm(a, b),
+        "F.linear": lambda: F.linear(a, w),
+        "launch only": launch_only,
+        "study.kernel": lambda: k(a, b),
+        "study.kernel, c given": lambda: k(a, b, c),
+        "check_operands": lambda: check_operands(k.precisions, getattr(k, "layouts", k.layout), a, b, None,
+                                                 allow_cpu=k._allow_cpu()),
+        "torch.ops.study.gemm": lambda: torch.ops.study.gemm(family, name, a, b),
+        "torch.ops.study.gemm_": lambda: torch.ops.study.gemm_(family, name, a, b, c),
+        "study.Linear": lambda: layer(a),
+        "study.use F.linear": lambda: F.linear(a, w),   # called inside the mode (measure() enters it)
+    }
+    return paths
+
+
+def _sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def measure(family: str = "cuda", name="s13", shape=(64, 64, 64), precision: str = "bf16", *,
+            calls: int = 200, rounds: int = 30, device="cuda"):
+    """us per call of each path (see the module docstring) for `study.kernel(family, name)` at
+    `shape` = (M, N, K) in `precision`; a pandas DataFrame, one row per path."""
+    import pandas as pd
+
+    if precision not in DTYPES or precision == "fp8":
+        raise ValueError(f"precision must be one of {tuple(p for p in DTYPES if p != 'fp8')}, got {precision!r}")
+    if not (isinstance(calls, int) and 0 < calls <= 1000):
+        raise ValueError(f"calls must be an int in 1..1000 (the launch queue's depth), got {calls!r}")
+    if not (isinstance(rounds, int) and rounds > 0):
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
+    M, N, K = shape
+    dev = torch.device(device)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    a = (torch.randn(M, K, generator=gen) / K ** 0.5).to(dev, DTYPES[precision])
+    w = torch.randn(N, K, generator=gen).to(dev, DTYPES[precision])         # [N, K] weight
+    c = torch.empty(M, N, device=dev, dtype=DTYPES[precision])
+    k = ops.kernel_for(family, str(name))
+    paths = _paths(k, family, str(name), a, w, c)
+    mode = use(family, str(name))   # entered around the loop: a model enters it once, not per call
+    context = {p: mode if p.startswith("study.use") else contextlib.nullcontext() for p in paths}
+    with torch.no_grad():
+        for p, f in paths.items():   # warm-up: compiles, autotunes, first-call allocations
+            with context[p]:
+                for _ in range(3):
+                    f()
+        _sync(dev)
+        host = {p: [] for p in paths}
+        synced = {p: [] for p in paths}
+        for _ in range(rounds):
+            for p, f in paths.items():
+                _sync(dev)
+                with context[p]:
+                    t0 = time.perf_counter()
+                    for _ in range(calls):
+                        f()
+                    t1 = time.perf_counter()
+                _sync(dev)
+                t2 = time.perf_counter()
+                host[p].append((t1 - t0) / calls * 1e6)
+                synced[p].append((t2 - t0) / calls * 1e6)
+    rows = [{"path": p, "us_host": statistics.median(host[p]), "us_synced": statistics.median(synced[p])}
+            for p in paths]
+    if mode.counts["fallback"]:
+        raise RuntimeError(f"study.use fell back to torch ({dict(mode.fallbacks)}): its row would time torch")
+    df = pd.DataFrame(rows)
+    base = df.set_index("path")["us_host"]
+    ref = df["path"].map(lambda p: base["F.linear"] if p in ("study.Linear", "study.use F.linear") else base["torch.mm"])
+    df["us_over_torch"] = df["us_host"] - ref
+    df["us_over_launch"] = df["us_host"] - base["launch only"]
+    df.insert(0, "kernel", f"{family}:{k.name}")
+    df.insert(1, "shape", f"{M}x{N}x{K} {precision}")
+    return df

@@ -1,0 +1,124 @@
+"""The drop-in API and the model group: study.gemm / gemm_ (torch.library ops), study.Linear,
+study.use, torch.compile(fullgraph=True), CUDA graphs, the GPT trained through a stage, and the
+"in a model" page.
+
+CPU: each check of model_checks.py runs on Triton s10 (fp16: the interpreter's bf16 dot is
+wrong) under TRITON_INTERPRET=1 in a subprocess; the page is rendered from made-up rows.
+GPU (marker gpu): the same checks on every fp16/bf16 stage of both families, in bf16.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import study
+from conftest import HERE, ROOT, interp_unusable
+
+CPU_CHECKS = ["ops_layouts", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "model_group"]
+GPU_CHECKS = ["ops_layouts", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "cuda_graph",
+              "model_group"]
+HALF_STAGES = [s for s in study.all_stages() if set(s.precisions) & {"fp16", "bf16"} and s.number >= 10]
+
+
+@pytest.mark.parametrize("check", CPU_CHECKS)
+def test_interp(check):
+    why = interp_unusable()
+    if why:
+        pytest.skip(why)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, str(HERE / "interp_model.py"), check, "triton", "s10", "float16"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_linear_refusals():
+    """What study.Linear cannot do is refused when the module is made, naming the argument."""
+    with pytest.raises(TypeError, match="kernel must be a \\(family, name\\) tuple"):
+        study.Linear(8, 4, kernel="cuda:s13")
+    with pytest.raises(ValueError, match="takes layout\\(s\\) NN; study.Linear's forward x @ W.T is NT"):
+        study.Linear(8, 4, kernel=("triton", "s03"))
+    with pytest.raises(ValueError, match="fp8 stage"):
+        study.Linear(8, 4, kernel=("cuda", "s15"))
+    with pytest.raises(ValueError, match="no cuda stage 's99'"):
+        study.Linear(8, 4, kernel=("cuda", "s99"))
+    layer = study.Linear(8, 4, kernel=("cuda", "s13"))   # made on the CPU (e.g. to load a state_dict)
+    assert set(layer.state_dict()) == {"weight", "bias"} and "kernel=('cuda', 's13')" in repr(layer)
+
+
+def test_model_options_checked():
+    from study.inmodel import ModelOptions
+
+    for bad, match in (({"steps": 0}, "steps must be a positive int"), ({"families": ("cublas",)}, "families"),
+                       ({"stages": ("s09",)}, "16-bit stages"), ({"parts": ()}, "parts"),
+                       ({"device": "cpu", "parts": ("mlp",)}, "only 'train' runs"), ({"dtype": "fp32"}, "dtype")):
+        with pytest.raises(ValueError, match=match):
+            ModelOptions(**bad)
+    assert ModelOptions(stages=("13", "stream_k")).stages == ("s13", "s14")
+
+
+def _rows() -> pd.DataFrame:
+    """Model rows as modelrun writes them: torch, the yardstick, two stages (one off the bound),
+    inference, MLP, overhead and a failure."""
+    rows = []
+    for v, drift in (("torch:cublas", 0.0), ("torch:fp32_gemm", 0.01), ("cuda:s13_warp_specialized", 0.015),
+                     ("triton:s12_tma_wgmma", 0.2)):
+        fam, stage = v.split(":")
+        for step in (0, 10, 19):
+            rows.append((fam, stage, "loss", step, 5.5 - 0.1 * step + drift * step / 19, "nats", ""))
+        rows += [(fam, stage, "grad_err_fp64", 0, 3e-3, "rel", ""), (fam, stage, "gemm_err_over_bound", 0, 0.4, "x", ""),
+                 (fam, stage, "train_s", 20, 4.0, "s", "")]
+        if fam != "torch":
+            rows += [(fam, stage, "routed_calls", 20, 580, "calls", ""), (fam, stage, "fallback_calls", 20, 0, "calls", "")]
+        for M, ms in ((16, 0.1), (2048, 1.0)):
+            rows.append((fam, stage, "mlp_ms", M, ms * {"cuda": 0.9, "triton": 1.1}.get(fam, 1.0), "ms", "graph"))
+        rows.append((fam, stage, "decode_tokens_per_s", 16, 1e5, "tokens/s", "graph"))
+        if fam != "torch":
+            rows += [(fam, stage, "host_us_over_torch", 64, 3.5, "us per call", "study.kernel"),
+                     (fam, stage, "host_us_over_torch", 64, 1.5, "us per call", "launch only")]
+    rows.append(("triton", "s14_stream_k", "failed", math.nan, math.nan, "", "train: ValueError: refused"))
+    df = pd.DataFrame(rows, columns=["family", "stage", "what", "size", "value", "unit", "note"])
+    df.insert(0, "gpu", "NVIDIA_H100_80GB_HBM3")
+    return df
+
+
+def test_model_page_from_rows():
+    from study import modelpage, pages
+    from study.results import Data
+
+    m = _rows()
+    assert modelpage.loss_bound(m) == pytest.approx(modelpage.LOSS_ABS + modelpage.LOSS_FACTOR * 0.01)
+    train = modelpage.training(m).set_index("variant")
+    assert train.loc["cuda s13_warp_specialized", "within bound"] == "yes"
+    assert train.loc["triton s12_tma_wgmma", "within bound"] == "**no**"
+    data = Data("NVIDIA_H100_80GB_HBM3", pd.DataFrame(), model=m, environment={"gpu_full_name": "NVIDIA H100"})
+    text = modelpage.page(data, pages.table)
+    for want in ("## Training", "## Inference: one decode step", "## Llama MLP block", "### Fastest stage per family",
+                 "## Host overhead per call", "## What did not run", "train: ValueError: refused", "(1.11x)"):
+        assert want in text, want
+    assert not any(bad in text for bad in pages.BAD_CELLS if bad != "-"), text
+    best = modelpage.mlp_best(m)
+    assert set(best["family"]) == {"cuda", "triton"} and (best[best["family"] == "cuda"]["x torch"] > 1).all()
+    found = modelpage.findings(data)
+    assert found[0].startswith("A Llama MLP block (bf16) through the fastest stage runs at 1.11x torch at M = 16")
+    assert "1 of 2 stay within" in found[1] and "(NVIDIA_H100_80GB_HBM3/model.md)" in found[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("check", GPU_CHECKS)
+@pytest.mark.parametrize("stage", HALF_STAGES, ids=lambda s: f"{s.family}-{s.stem}")
+def test_gpu(stage, check):
+    import torch
+
+    import model_checks
+
+    why = stage.unavailable_reason(study.device.capability())
+    if why:
+        pytest.skip(why)
+    kw = {"backend": "inductor"} if check == "compile_fullgraph" else {}
+    getattr(model_checks, check)(stage.family, stage.short, "cuda", torch.bfloat16, **kw)
