@@ -1,4 +1,4 @@
-"""Figures from the tidy tables alone (no GPU): ladder bars, rooflines, TFLOP/s vs size, error vs K.
+"""Figures from the tidy tables alone (no GPU): ladder bars, TFLOP/s vs size, error vs K (rooflines: rooflines.py).
 
 draw() writes every figure of one run to reports/figures/<gpu>/ under fixed names
 (figure_names()); each drawing function takes DataFrames as written to reports/data/<gpu>/ and
@@ -16,11 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import decode  # noqa: E402
-from .plan import FAST_ACCUM, FP8_K_SWEEP_MN, PROFILE_SIZE, RAGGED_MULTIPLE, is_ragged  # noqa: E402
+from . import decode, rooflines  # noqa: E402
+from .plan import FAST_ACCUM, FP8_K_SWEEP_MN, RAGGED_MULTIPLE, is_ragged  # noqa: E402
 from .registry import PRECISIONS, SCALED  # noqa: E402
 from .results import Data, checked_not_timed, figures_dir, status_label  # noqa: E402
-from .roofline import ceiling_values, datasheet  # noqa: E402
 from .tables import TABLE_SIZES  # noqa: E402
 from .variants import scaled, scalings, tag  # noqa: E402
 
@@ -98,55 +97,6 @@ def ladder(results: pd.DataFrame, precision: str, n: int, path: Path, title_extr
     ylim = ax.get_ylim()
     _save(fig, path)
     return ylim
-
-
-def roofline(results: pd.DataFrame, ceilings: pd.DataFrame, precisions, n: int, path: Path, title: str):
-    """Kernels at n^3 placed at their arithmetic intensity (ncu where profiled, else modelled)."""
-    gpu = str(results["gpu"].iloc[0]) if len(results) else ""
-    meas = ceiling_values(ceilings, "")  # measured only (no datasheet fallback in this dict)
-    ds = datasheet(gpu)
-    df = _ok(_size_rows(results[results["dtype"].isin(precisions)], n))
-    df = df[df["kind"] != FAST_ACCUM]   # fp8: promoted, per-tensor scales only (one point per kernel)
-    df = df[df["scaling"].fillna("") != "row"] if "scaling" in df else df
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    xs = np.logspace(0, 3.7, 200)
-    for prec in precisions:
-        for source, vals, style in (("measured", meas, "-"), ("datasheet", ds, ":")):
-            if prec in vals and "bandwidth" in vals and math.isfinite(vals[prec]):
-                ax.plot(xs, np.minimum(vals[prec], xs * vals["bandwidth"]), style, color="gray",
-                        linewidth=1.2 if source == "measured" else 1)
-                ax.text(xs[-1], vals[prec], f"{prec} {source} {vals[prec]:.0f}", fontsize=7, ha="right",
-                        va="bottom" if prec != "bf16" else "top", color="dimgray")
-    for _, r in df.iterrows():
-        fam = r["family"]
-        ax.scatter(r["intensity"], r["tflops"], color=FAMILY_COLOR.get(fam, "green"),
-                   marker=PREC_MARKER.get(r["dtype"], "o"), s=28, zorder=3,
-                   facecolors="none" if r.get("intensity_source") != "ncu" else None)
-        label = "cuBLAS" if fam == "cublas" else r["stage"][:3]
-        ax.annotate(f"{label}{' ' + r['layout'] if r['kind'] == 'finding' else ''}", (r["intensity"], r["tflops"]),
-                    fontsize=6, xytext=(3, 2), textcoords="offset points")
-    for fam, color in FAMILY_COLOR.items():
-        if fam in set(df["family"]):
-            ax.scatter([], [], color=color, label=fam)
-    for prec in precisions:
-        if prec in set(df["dtype"]):
-            ax.scatter([], [], color="gray", marker=PREC_MARKER[prec], label=prec)
-    ax.plot([], [], "-", color="gray", label="roof, measured this run")
-    ax.plot([], [], ":", color="gray", label="roof, datasheet")
-    src = set(df.get("intensity_source", pd.Series(dtype=str)))
-    how = "ncu DRAM bytes" if src == {"ncu"} else "modelled compulsory traffic" if src == {"modelled"} else \
-        "ncu DRAM bytes (filled) / modelled (hollow)"
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(1, 5e3)
-    if df.empty and not (meas or ds):
-        ax.set_ylim(0.1, 1e3)
-        ax.text(30, 10, "no measurements at this size", ha="center")
-    ax.set_xlabel(f"arithmetic intensity, FLOP per DRAM byte ({how})")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"{title} at {n}^3")
-    ax.legend(fontsize=7, loc="lower right")
-    _save(fig, path)
 
 
 def tflops_vs_size(results: pd.DataFrame, precision: str, path: Path):
@@ -275,7 +225,8 @@ def figure_names(data: Data) -> dict:
     precs = [p for p in PRECISIONS if p in set(data.results["dtype"])]
     return {"ladder": [f"ladder_{p}_{n}.png" for p in precs for n in TABLE_SIZES],
             "size": [f"size_{p}.png" for p in precs],
-            "roofline": ["roofline_fp32.png", "roofline_tensor.png"], "error": ["error_vs_k.png"],
+            "roofline": [rooflines.name(p) for p in rooflines.precisions(data.results)],
+            "error": ["error_vs_k.png"],
             "decode": [f"decode_{p}.png" for p in decode.precisions(data)]}
 
 
@@ -290,11 +241,9 @@ def draw(data: Data, root: Path) -> list:
             out.append(fig_dir / f"ladder_{p}_{n}.png")
         tflops_vs_size(res, p, fig_dir / f"size_{p}.png")
         out.append(fig_dir / f"size_{p}.png")
-    roofline(res, data.ceilings, ["fp32"], PROFILE_SIZE, fig_dir / "roofline_fp32.png", "FP32 (SIMT) roofline")
-    roofline(res, data.ceilings, ["tf32", "fp16", "bf16"] + [p for p in SCALED if p in set(res["dtype"])],
-             PROFILE_SIZE, fig_dir / "roofline_tensor.png", "Tensor-core roofline")
+    out += rooflines.draw(res, data.ceilings, fig_dir, data.gpu)
     error_vs_k(res, fig_dir / "error_vs_k.png")
-    out += [fig_dir / "roofline_fp32.png", fig_dir / "roofline_tensor.png", fig_dir / "error_vs_k.png"]
+    out.append(fig_dir / "error_vs_k.png")
     for p in decode.precisions(data):
         decode.figure(data, p, fig_dir / f"decode_{p}.png")
         out.append(fig_dir / f"decode_{p}.png")

@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from . import decode, figures_compare
+from . import decode, figures_compare, modelpage
 from .figures import figure_names
 from .pages import precisions, table, title
 from .plan import FAST_ACCUM, FP8_K_SWEEP_MN
@@ -183,13 +183,14 @@ def power(data: Data) -> str:
 
 def findings(datas: list) -> list:
     out = [simt(datas)] + [_first(datas, fn) for fn in (tensor, decode_wins, fp8_speed, fp8_error, ragged, power)]
+    out += next((f for f in map(modelpage.findings, datas) if f), [])   # the newest run with a model group
     return [f for f in out if f]
 
 
 def key_figures(data: Data) -> list:
     names = {n for ns in figure_names(data).values() for n in ns}
     want = [("ladder_fp32_4096.png", "fp32 ladder at 4096^3"), ("ladder_bf16_4096.png", "bf16 ladder at 4096^3"),
-            ("roofline_tensor.png", "tensor-core roofline"), ("decode_fp16.png", "fp16 decode sweep"),
+            ("roofline_bf16.png", "bf16 roofline, decode to 8192^3"), ("decode_fp16.png", "fp16 decode sweep"),
             ("error_vs_k.png", "error against K")]
     return [f"![{what}, {_short(data)}](figures/{data.gpu}/{n})" for n, what in want if n in names]
 
@@ -211,6 +212,7 @@ def overview(datas: list) -> str:
     lines = []
     for data in datas:
         links = [_page(data, p, p) for p in precisions(data)]
+        links += [f"[in a model]({data.gpu}/model.md)"] if len(data.model) else []
         links += [f"[autotune]({data.gpu}/autotune.md)", f"[environment, ceilings, resources]({data.gpu}/environment.md)",
                   f"[results.csv](data/{data.gpu}/results.csv)"]
         lines.append(f"- **{title(data)}** (run of {data.environment.get('date_utc', 'unknown date')}): "

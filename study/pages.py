@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import decode, figures_compare
+from . import decode, figures_compare, modelpage, rooflines
 from .plan import RAGGED_MULTIPLE, SQUARES, is_ragged
 from .registry import PRECISIONS
 from .resources import summary
@@ -87,6 +87,8 @@ def precision_page(data: Data, prec: str) -> str:
     if len(rag):
         out.append(f"\n### Ragged sizes\n\nRagged sizes (hollow markers above) against their aligned neighbours, "
                    f"TFLOP/s (how much more time per FLOP the ragged size takes). {finding}\n\n" + table(rag))
+    out.append(f"\n### {prec} roofline\n\nEach kernel at decode and square shapes under the ceilings measured in "
+               f"this run.\n\n![{prec} roofline]({fig}/{rooflines.name(prec)})\n")
     if prec in decode.precisions(data):
         out.append(f"\n### {prec} decode sweep (x @ W.T, M tokens against nn.Linear weights, NT)\n\n"
                    "Each kernel's compulsory bytes (A and W read once, C written once) over its time, "
@@ -123,8 +125,7 @@ def environment_page(data: Data) -> str:
         c = data.ceilings[["name", "source", "precision", "value", "unit", "detail"]].copy()
         c["value"] = c["value"].map(lambda v: fmt(v, ".2f" if v < 10 else ".1f"))
         out.append("\n### Ceilings\n\n" + table(c))
-    out.append("\n### Rooflines\n\n" + "".join(f"![{n}]({fig}/{n})\n" for n in ("roofline_fp32.png",
-                                                                                "roofline_tensor.png")))
+    out.append("\n### Rooflines\n\n" + "".join(f"![{n}]({fig}/{n})\n" for n in map(rooflines.name, rooflines.precisions(data.results))))
     if len(data.profile):
         cols = [c for c in ("family", "stage", "dtype", "layout", "M", "dram_bytes", "intensity",
                             "flops_ncu_over_2mnk", "launches", "kernel_names") if c in data.profile]
@@ -163,6 +164,8 @@ def detail_pages(datas: list) -> dict:
             out[f"{data.gpu}/{prec}.md"] = precision_page(data, prec)
         out[f"{data.gpu}/autotune.md"] = autotune_page(data)
         out[f"{data.gpu}/environment.md"] = environment_page(data)
+        if len(data.model):
+            out[f"{data.gpu}/model.md"] = modelpage.page(data, table)
     return out
 
 
