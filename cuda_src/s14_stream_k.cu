@@ -9,24 +9,28 @@
 //         Swapped, tokens take wgmma's 16..128-wide N side; as its 64-row side, x (1..128 rows)
 //         would waste up to 98% of every wgmma and of the tile's SM.
 // Expect: ~2.3x s13, ~100% of cuBLAS at M = 16, N = K = 4096 bf16; = s13 at 4096^3
-// Limits: as s13: A and B 16-byte aligned and lda, ldb multiples of 8 elements (else ValueError
+// Limits: as s13: A and B 16-byte aligned, lda and ldb (row strides as stored) multiples of 8
+//         elements: for contiguous tensors K in NT, K and N in NN, M and N in TN (else ValueError
 //         naming the argument); any M, N, K >= 1, any ldc. Shared tiles use one workspace per
 //         device, SMs x 128 KiB + flags (16.5 MiB on an H100), allocated by the first such call
 //         (which must not be inside a CUDA-graph capture); such calls on one device must not
 //         run concurrently on two streams.
-// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+// Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 // Pair:   triton_kernels/s14_stream_k.py
 // Log:    docs/stages/s14_stream_k.md
 #include <cstdio>
 #include <mutex>
 #include "common/gemm.cuh"
 #include "common/hopper.cuh"
+#include "common/layouts.cuh"
 
 namespace s14_stream_k {
 
-// Roles: the kernel multiplies P [rows][K] by Q [rows][K]^T (both K-major, as in NT), P on
-// wgmma's 64-row side (two consumers x 64 = 128 rows per tile), Q on its BN-wide side.
-//   not swapped: P = A (x), Q = B (W): s13's tile, C[p][q];   swapped: P = W, Q = x, C[q][p].
+// Roles: the kernel computes D[p][q] = sum_k P[p][k] Q[q][k], P on wgmma's 64-row side (two
+// consumers x 64 = 128 rows per tile), Q on its BN-wide side.
+//   not swapped: P = A (x), Q = B^T (W): s13's tile, C[p][q];   swapped: P = B^T, Q = A, C[q][p].
+// Each operand stays as stored (no copy): K-major, or MN-major and read through wgmma's
+// transpose bits (Roles below, common/layouts.cuh).
 constexpr int BM = 128;              // P rows per tile: two consumer warpgroups x 64 (wgmma M)
 constexpr int BK = 64;               // 64 x 2 B = one 128-byte swizzle line per tile row
 constexpr int CONSUMERS = 2;
@@ -61,6 +65,18 @@ static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of
 static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
 static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536,
               "register budgets after setmaxnreg must fit the 64K-register file");
+
+// Which operand tile is MN-major (stored [k][rows]: 64-wide boxes, tnspA / tnspB set) for layout
+// L. Not swapped, P = A and Q = B^T as in s13. Swapped, P = B^T takes B's major order and Q = A
+// takes A's:  NT: both K-major (as always);  NN: P N-major, Q K-major;  TN: both MN-major.
+template <gemm::Layout L, bool SWAP>
+struct Roles {
+  static constexpr bool P_MN = SWAP ? gemm::Majors<L>::B_MN : gemm::Majors<L>::A_MN;
+  static constexpr bool Q_MN = SWAP ? gemm::Majors<L>::A_MN : gemm::Majors<L>::B_MN;
+};
+// Narrowest Q tile: an MN-major Q (swapped TN: x stored [K][M]) is whole 64-wide TMA boxes, one
+// 128-byte swizzle line of m per k, so M <= 32 runs 64-wide tiles there (zero fill past M).
+constexpr int MN_Q_MIN = 64;
 
 // k boxes per stage for a tile width: the setting above, halved until 3 stages fit.
 constexpr int ksub_for(bool swap, int bn) {
@@ -158,17 +174,21 @@ __device__ __forceinline__ void st_relaxed(int* p, int v) {
   asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-template <typename T, bool SWAP, int BN, int KS>
+template <typename T, gemm::Layout L, bool SWAP, int BN, int KS>
 __global__ void __launch_bounds__(THREADS, 1)
 kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUtensorMap tmap_q,
        const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, Schedule sched,
        float* __restrict__ partials, int* __restrict__ flags, int tma_store, int vec2_ok) {
   using S = Cfg<SWAP, BN, KS>;
   constexpr int STAGES = S::STAGES, Q_TILE = S::Q_TILE, R = BN / 2;
+  constexpr bool P_MN = Roles<L, SWAP>::P_MN, Q_MN = Roles<L, SWAP>::Q_MN;
+  static_assert(!Q_MN || BN % MN_Q_MIN == 0, "an MN-major Q tile is whole 64-wide TMA boxes");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  T* sP = reinterpret_cast<T*>(smem);                                   // [STAGES][KS][BM][BK]
-  T* sQ = reinterpret_cast<T*>(smem + STAGES * S::P_STAGE * 2);         // [STAGES][KS][BN][BK]
+  // Tiles of 128 P rows / BN Q rows x 64 k: K-major [rows][64] or MN-major [rows / 64] boxes of
+  // [64 k][64 rows]; either way rows 64j.. start 64j x 64 elements into the tile.
+  T* sP = reinterpret_cast<T*>(smem);                                   // [STAGES][KS] P tiles
+  T* sQ = reinterpret_cast<T*>(smem + STAGES * S::P_STAGE * 2);         // [STAGES][KS] Q tiles
   T* sC = reinterpret_cast<T*>(smem + STAGES * S::STAGE_BYTES);         // not swapped only
   __shared__ uint64_t full[STAGES];
   __shared__ uint64_t empty[STAGES];
@@ -202,8 +222,10 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
           hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES);
 #pragma unroll
           for (int u = 0; u < KS; ++u) {
-            hopper::tma_load_2d(sP + s * S::P_STAGE + u * P_TILE, &tmap_p, &full[s], (kt * KS + u) * BK, p0);
-            hopper::tma_load_2d(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s], (kt * KS + u) * BK, qt * BN);
+            hopper::tma_load_operand<P_MN, BM>(sP + s * S::P_STAGE + u * P_TILE, &tmap_p, &full[s],
+                                               (kt * KS + u) * BK, p0);
+            hopper::tma_load_operand<Q_MN, BN>(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s],
+                                               (kt * KS + u) * BK, qt * BN);
           }
         }
       }
@@ -230,12 +252,12 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
         hopper::wgmma_fence();
 #pragma unroll
         for (int u = 0; u < KS; ++u) {
-          const T* a = sP + s * S::P_STAGE + u * P_TILE + cw * WG_M * BK;
+          const T* a = sP + s * S::P_STAGE + u * P_TILE + cw * WG_M * BK;  // rows cw*64.. or box cw
           const T* b = sQ + s * S::Q_STAGE + u * Q_TILE;
 #pragma unroll
-          for (int k = 0; k < BK / 16; ++k)
-            hopper::Wgmma<T, BN>::mma(acc, hopper::desc_sw128(a + k * 16),
-                                      hopper::desc_sw128(b + k * 16), kt > kb || u > 0 || k > 0);
+          for (int k = 0; k < BK / 16; ++k)  // K-major: +32 B inside the line; MN-major: +16 lines
+            hopper::Wgmma<T, BN, P_MN, Q_MN>::mma(acc, hopper::desc_k16<P_MN>(a, k), hopper::desc_k16<Q_MN>(b, k),
+                                                  kt > kb || u > 0 || k > 0);
         }
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
@@ -370,7 +392,11 @@ inline int sm_count(int dev) {
   return sms[dev];
 }
 
-inline int swap_bn(int M) { return M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256; }
+// Swapped tile width: the tokens rounded up to a wgmma N, at least q_min (MN_Q_MIN for TN).
+inline int swap_bn(int M, int q_min) {
+  const int bn = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
+  return bn < q_min ? q_min : bn;
+}
 
 // The heuristic. force_*: -1 / 0 = decide here (for measuring other choices, see launch_with).
 //   tiles >= SMs: data-parallel (s13) if the last wave is full enough (DP_MIN_EFF), else hybrid:
@@ -386,7 +412,8 @@ Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int forc
                int force_grid = 0) {
   Plan pl;
   pl.swap = force_swap >= 0 ? force_swap != 0 : p.M <= SWAP_MAX_M;
-  pl.bn = pl.swap ? swap_bn(p.M) : 256;
+  const bool a_mn = p.layout == gemm::Layout::TN;  // swapped, Q = A: M-major in TN (Roles)
+  pl.bn = pl.swap ? swap_bn(p.M, a_mn ? MN_Q_MIN : 16) : 256;
   pl.ks = ksub_for(pl.swap, pl.bn);
   Schedule& s = pl.s;
   s.tiles_p = gemm::cdiv(pl.swap ? p.N : p.M, BM);
@@ -460,27 +487,46 @@ inline cudaError_t workspace(int dev, int sms, cudaStream_t stream, Workspace* o
   return cudaSuccess;
 }
 
-template <typename T, bool SWAP, int BN, int KS = ksub_for(SWAP, BN)>
+template <typename T, gemm::Layout L, bool SWAP, int BN, int KS = ksub_for(SWAP, BN)>
 cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, cudaStream_t stream) {
   using S = Cfg<SWAP, BN, KS>;
+  using Mj = gemm::Majors<L>;
+  // Each operand's map in its stored order (K-major: [rows][K] boxes of rows x 64; MN-major:
+  // [K][rows], boxes of 64 x 64), whichever role it takes: P = B (W) swapped, else A.
   CUtensorMap tp, tq;
-  cudaError_t e = SWAP ? hopper::make_tmap_kmajor(&tp, p.B, p.N, p.K, p.ldb, BM)    // W: [N][K]
-                       : hopper::make_tmap_kmajor(&tp, p.A, p.M, p.K, p.lda, BM);   // x: [M][K]
+  cudaError_t e = SWAP ? hopper::make_tmap_operand(&tp, p.B, Mj::B_MN, p.N, p.K, p.ldb, BM)
+                       : hopper::make_tmap_operand(&tp, p.A, Mj::A_MN, p.M, p.K, p.lda, BM);
   if (e != cudaSuccess) return e;
-  e = SWAP ? hopper::make_tmap_kmajor(&tq, p.A, p.M, p.K, p.lda, BN)
-           : hopper::make_tmap_kmajor(&tq, p.B, p.N, p.K, p.ldb, BN);
+  e = SWAP ? hopper::make_tmap_operand(&tq, p.A, Mj::A_MN, p.M, p.K, p.lda, BN)
+           : hopper::make_tmap_operand(&tq, p.B, Mj::B_MN, p.N, p.K, p.ldb, BN);
   if (e != cudaSuccess) return e;
   const int tma_store = !SWAP && p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 &&
                         (p.M == 1 || p.ldc % 8 == 0);
   CUtensorMap tc = {};
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
     return e;
-  e = cudaFuncSetAttribute(kernel<T, SWAP, BN, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
+  e = cudaFuncSetAttribute(kernel<T, L, SWAP, BN, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
-  kernel<T, SWAP, BN, KS><<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials,
-                                                                    ws.flags, tma_store, vec2_ok);
+  kernel<T, L, SWAP, BN, KS><<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials,
+                                                                       ws.flags, tma_store, vec2_ok);
   return cudaGetLastError();
+}
+
+// One instantiation per layout (common/layouts.cuh): NT's kernels are the code they always were.
+template <typename T, gemm::Layout L>
+cudaError_t launch_layout(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, cudaStream_t stream) {
+  if (!pl.swap) return run<T, L, false, 256>(p, pl, ws, stream);
+  // An MN-major Q (TN) never gets 16 or 32 from make_plan: those cases fold onto the 64-wide
+  // kernel, so no narrow MN-major Q tile is ever instantiated.
+  constexpr int Q_MIN = Roles<L, true>::Q_MN ? MN_Q_MIN : 16;
+  switch (pl.bn) {
+    case 16: return run<T, L, true, (16 > Q_MIN ? 16 : Q_MIN)>(p, pl, ws, stream);
+    case 32: return run<T, L, true, (32 > Q_MIN ? 32 : Q_MIN)>(p, pl, ws, stream);
+    case 64: return run<T, L, true, 64>(p, pl, ws, stream);
+    case 128: return run<T, L, true, 128>(p, pl, ws, stream);
+    default: return run<T, L, true, 256>(p, pl, ws, stream);
+  }
 }
 
 template <typename T>
@@ -492,14 +538,7 @@ cudaError_t launch_plan(const gemm::Problem<T>& p, const Plan& pl, cudaStream_t 
     if (e != cudaSuccess) return e;
     if ((e = workspace(dev, sm_count(dev), stream, &ws)) != cudaSuccess) return e;
   }
-  if (!pl.swap) return run<T, false, 256>(p, pl, ws, stream);
-  switch (pl.bn) {
-    case 16: return run<T, true, 16>(p, pl, ws, stream);
-    case 32: return run<T, true, 32>(p, pl, ws, stream);
-    case 64: return run<T, true, 64>(p, pl, ws, stream);
-    case 128: return run<T, true, 128>(p, pl, ws, stream);
-    default: return run<T, true, 256>(p, pl, ws, stream);
-  }
+  return gemm::with_layout(p.layout, [&](auto l) { return launch_layout<T, decltype(l)::value>(p, pl, ws, stream); });
 }
 
 inline int current_sms() {
@@ -539,7 +578,7 @@ const char* decomposition_t(const gemm::Problem<T>& p) {
 
 template <typename T>
 const char* unsupported_t(const gemm::Problem<T>& p) {
-  return hopper::tma_operand_problem(p.A, p.M, p.lda, p.B, p.N, p.ldb);
+  return hopper::tma_operand_problem(p);  // per layout: the strided dimension of each operand
 }
 
 const char* unsupported(const gemm::Problem<__half>& p) { return unsupported_t(p); }
