@@ -44,6 +44,7 @@ def flops(M: int, N: int, K: int) -> int:
 class Operands:
     """One problem's inputs at one precision. B exists as w, a contiguous (N, K) tensor: the NT
     operand is its transposed view, the NN operand a contiguous (K, N) copy, both equal to B.
+    TN's A is a_tn, a transposed view of a [K, M] copy of a.
     fp8: a and w are e4m3 with fp32 scales per tensor or per row (`scaling`, default "tensor");
     call_kwargs holds the scales every call passes (empty for the other precisions)."""
 
@@ -80,6 +81,14 @@ class Operands:
 
     def b(self, layout: str) -> torch.Tensor:
         return self.w.t() if layout == "NT" else self.b_nn
+
+    @functools.cached_property
+    def a_tn(self) -> torch.Tensor:
+        return self.a.t().contiguous().t()   # the same values stored [K][M]: a transposed view
+
+    def a_of(self, layout: str) -> torch.Tensor:
+        """A as a layout's kernel reads it: row-major, or (TN) the transposed view of a [K, M]."""
+        return self.a_tn if layout == "TN" else self.a
 
     @functools.cached_property
     def reference(self) -> torch.Tensor:
@@ -166,7 +175,7 @@ class Timer:
     def warm(self) -> float:
         """The first call (compile, autotune, load); wall seconds, synchronised."""
         t0 = time.perf_counter()
-        self.call(self.ops.a, self.ops.b(self.layout), self.c, **self.ops.call_kwargs)
+        self.call(self.ops.a_of(self.layout), self.ops.b(self.layout), self.c, **self.ops.call_kwargs)
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
@@ -183,10 +192,11 @@ class Timer:
             # Too big to rotate: one set reused; it exceeds L2 several times over by then.
             n_sets = max(1, min(GRAPH_CALLS, math.ceil((128 << 20) / ops.set_bytes)))
         b = ops.b(self.layout)
-        sets = [(ops.a, b, self.c)]
+        sets = [(ops.a_of(self.layout), b, self.c)]
         for _ in range(n_sets - 1):
-            bw = ops.w.clone()
-            sets.append((ops.a.clone(), bw.t() if self.layout == "NT" else bw.t().contiguous(),
+            bw, aw = ops.w.clone(), ops.a.clone()
+            sets.append((aw.t().contiguous().t() if self.layout == "TN" else aw,
+                         bw.t() if self.layout == "NT" else bw.t().contiguous(),
                          torch.empty_like(self.c)))
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -214,7 +224,7 @@ class Timer:
         if self.graph is not None and not plain:
             self.graph.replay()
         else:
-            self.call(self.ops.a, self.ops.b(self.layout), self.c, **self.ops.call_kwargs)
+            self.call(self.ops.a_of(self.layout), self.ops.b(self.layout), self.c, **self.ops.call_kwargs)
         end.record()
         return start, end
 
@@ -233,7 +243,7 @@ class Timer:
     def check(self):
         """(rel_err, bound) of a fresh call's output against the fp64 reference."""
         c = self.ops.output()
-        self.call(self.ops.a, self.ops.b(self.layout), c, **self.ops.call_kwargs)
+        self.call(self.ops.a_of(self.layout), self.ops.b(self.layout), c, **self.ops.call_kwargs)
         torch.cuda.synchronize()
         return (rel_error(c, self.ops.reference),
                 bound(self.ops.precision, self.ops.K, getattr(self.call, "fast_accum", False)))

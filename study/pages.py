@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import decode, figures_compare, modelpage, rooflines
-from .plan import RAGGED_MULTIPLE, SQUARES, is_ragged
-from .registry import PRECISIONS
+from .plan import LAYOUT as LAYOUT_KIND
+from .plan import LAYOUT_SHAPES, RAGGED_MULTIPLE, SQUARES, is_ragged
+from .registry import LAYOUTS, PRECISIONS
 from .resources import summary
 from .results import Data
 from .tables import TABLE_SIZES, clock_note, findings_table, fmt, ladder_table, markdown, problems, ragged_table
@@ -95,12 +96,37 @@ def precision_page(data: Data, prec: str) -> str:
                    "as a share of the copy bandwidth measured in this run; per shape the fastest stage "
                    "of each family:\n\n" + table(decode.wins_table(data, prec))
                    + f"\n\n![{prec} decode]({fig}/decode_{prec}.png)\n")
+    lay = layout_table(data, prec)
+    if len(lay):
+        out.append(f"\n### {prec} in each layout, {LAYOUT_SHAPES[0][0]}^3\n\nNN: A and B row-major; NT: B the "
+                   "transposed view of a row-major [N, K] (x @ W.T); TN: A the transposed view of a row-major "
+                   "[K, M] (dY^T @ X). TFLOP/s (% of cuBLAS in the same layout); * marks the stage's primary "
+                   "layout, the one its ladder rows use.\n\n" + table(lay))
     f = findings_table(data)
     if len(f):
         f = f[f["kernel"].str.endswith(f" {prec}")]
     if len(f):
         out.append("\n### Findings (not stages)\n\n" + table(f))
     return "\n".join(out)
+
+
+def layout_table(data: Data, prec: str) -> pd.DataFrame:
+    """Per stage and family (and cuBLAS) at LAYOUT_SHAPES[0]: "TFLOP/s (% cuBLAS)" in each layout
+    measured; empty unless some stage was measured in a layout besides its primary one."""
+    M, N, K = LAYOUT_SHAPES[0]
+    r = data.results
+    r = r[(r["dtype"] == prec) & (r["M"] == M) & (r["N"] == N) & (r["K"] == K) & (r["status"] == "ok")
+          & (r["kind"].isin(["stage", LAYOUT_KIND]) | (r["family"] == "cublas") & (r["kind"] == "baseline"))]
+    if not (r["kind"] == LAYOUT_KIND).any():
+        return pd.DataFrame()
+    rows = {}
+    for x in r.itertuples():
+        key = ("cuBLAS", "") if x.family == "cublas" else (x.stage, x.family)
+        cell = f"{x.tflops:.0f}" + ("" if x.family == "cublas" else f" ({x.pct_cublas:.0f}%)")
+        rows.setdefault(key, {})[x.layout] = cell + ("*" if x.kind == "stage" else "")
+    out = pd.DataFrame([{"stage": s, "family": f, **v} for (s, f), v in sorted(rows.items(), key=lambda kv: (
+        kv[0][0] == "cuBLAS", kv[0]))])
+    return out[["stage", "family"] + [lay for lay in LAYOUTS if lay in out]]
 
 
 def autotune_page(data: Data) -> str:

@@ -1,8 +1,9 @@
 """What the sweep measures: shapes, entries (one kernel of a precision group) and the plan.
 
 The plan comes from the registry only: a stage joins a precision group when its header's Dtype
-names that precision, and is timed in its header's Layout; cuBLAS of the group is timed in every
-layout the group's stages use (and NN). Filters (families, stages, precisions, shapes) are
+names that precision, and is timed in its primary layout (the first its header's Layout lists) and,
+at LAYOUT_SHAPES, in the others; cuBLAS of the group is timed in every layout the group's stages
+use (and NN). Filters (families, stages, precisions, shapes) are
 validated here, before anything runs: a name that matches nothing is a ValueError.
 """
 from __future__ import annotations
@@ -41,6 +42,12 @@ INDUCTOR_SHAPES = tuple([(n, n, n) for n in INDUCTOR_SQUARES] + [(m, n, k) for m
                                                                 for n, k in WEIGHTS])
 INDUCTOR_FP8_SHAPES = tuple((n, n, n) for n in INDUCTOR_SQUARES)
 FINDING_NN = "header layout NT, measured with a row-major B (NN)"
+# A stage's other layouts (its header's Layout after the first): Entry.kind LAYOUT, timed beside
+# cuBLAS in the same layout at LAYOUT_SHAPES only (cuBLAS in a layout no stage has as its primary
+# one likewise, noted LAYOUT_NOTE), so the layout dimension costs a few kernel-shapes per stage.
+LAYOUT = "layout"
+LAYOUT_NOTE = "another layout of the stages, timed at the layout shapes"
+LAYOUT_SHAPES = ((4096, 4096, 4096),)
 PROFILE_SIZE = 4096                           # Nsight Compute profiles each kernel at this n^3
 RAGGED_MULTIPLE = 128                         # a size that is not a multiple of this is ragged
 
@@ -170,6 +177,8 @@ def runs_at(entry: Entry, shape: Shape) -> bool:
         return mnk in (INDUCTOR_FP8_SHAPES if entry.precision in SCALED else INDUCTOR_SHAPES)
     if entry.kind == FAST_ACCUM and entry.family in FAMILIES:
         return shape.set == "ksweep" or mnk in {(n, n, n) for n in FP8_FAST_SQUARES}
+    if entry.kind == LAYOUT or entry.note == LAYOUT_NOTE:
+        return mnk in LAYOUT_SHAPES
     return True
 
 
@@ -218,12 +227,15 @@ def plan(precisions=PRECISIONS, families=None, stages=None) -> dict:
                 entries += _scaled_entries(s, p)
                 continue
             entries.append(Entry(s.family, s.stem, p, s.layout))
+            entries += [Entry(s.family, s.stem, p, lay, LAYOUT) for lay in s.layouts[1:]]
             if s.family == "triton" and p == "tf32" and s.layout == "NT":
                 entries.append(Entry(s.family, s.stem, p, "NN", "finding", FINDING_NN))
         picked = bool(entries)
         if not families or "cublas" in families:
-            layouts = sorted({"NN"} | {e.layout for e in entries})
-            entries = _baselines("cublas", p, layouts) + entries
+            layouts = sorted({"NN"} | {e.layout for e in entries if e.kind != LAYOUT})
+            extra = sorted({e.layout for e in entries if e.kind == LAYOUT} - set(layouts))
+            entries = (_baselines("cublas", p, layouts) + [Entry("cublas", "cublas", p, lay, "baseline", LAYOUT_NOTE)
+                                                           for lay in extra] + entries)
         if p in INDUCTOR_PRECISIONS and (not families or "inductor" in families) and (picked or not stages):
             entries = entries + _baselines("inductor", p, ["NT"])
         if entries:
