@@ -36,14 +36,16 @@ class Kernel:
     name: str
     precisions: tuple
     layout: str           # the primary layout (layouts[0])
-    layouts: tuple        # every layout it takes (registry.LAYOUTS); a call's is read from the strides
+    layouts: tuple        # every layout it takes (registry.LAYOUTS), read from the strides per call;
+                          # a subclass that sets only .layout takes that one
     out_dtype = None      # fp8: the output dtype (C); None: C has a's dtype
     fast_accum = False    # fp8: one FP8 accumulate chain over all of K (no promotion into fp32)
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None):
         if torch.compiler.is_compiling():   # Dynamo cannot trace a raw launch: run it as an opaque op
             return ops.traced(self, a, b, c, alpha, beta, scale_a, scale_b)
-        p = check_operands(self.precisions, self.layouts, a, b, c, alpha, beta, allow_cpu=self._allow_cpu(),
+        p = check_operands(self.precisions, getattr(self, "layouts", self.layout), a, b, c, alpha, beta,
+                           allow_cpu=self._allow_cpu(),
                            scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
         if c is None:
             c = torch.empty((p.M, p.N), dtype=self.out_dtype if p.precision in SCALED else a.dtype, device=a.device)
@@ -88,7 +90,7 @@ class Kernel:
 
     def __repr__(self):
         fast = " fast_accum" if self.fast_accum else ""
-        return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {','.join(self.layouts)}{fast}>"
+        return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {','.join(getattr(self, 'layouts', (self.layout,)))}{fast}>"
 
 
 class CudaKernel(Kernel):

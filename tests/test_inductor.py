@@ -22,7 +22,7 @@ def test_bad_names():
     with pytest.raises(ValueError, match=r"^name: Inductor precision must be one of"):
         study.kernel("inductor", "fp64")
     with pytest.raises(ValueError, match=r"^layout must be one of"):
-        study.kernel("inductor", "bf16", layout="TN")
+        study.kernel("inductor", "bf16", layout="TT")
     with pytest.raises(ValueError, match=r"^layout: inductor fp8 takes NT only"):
         study.kernel("inductor", "fp8", layout="NN")
     with pytest.raises(ValueError, match=r"^config: only CUDA"):
