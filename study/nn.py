@@ -12,8 +12,10 @@ Layouts. NT is checked when the module is made (ValueError naming the stage's la
 it). NN and TN are needed only when a gradient flows through the product: a stage without them
 (s09 tf32, NT only) still serves a frozen module or inference under torch.no_grad(), and a forward
 that needs a backward it cannot give raises ValueError naming the missing layout, before any
-launch. The module is constructible without a GPU (e.g. on the CPU, to load a state_dict): its
-kernel is made at the first forward (study.kernel's RuntimeError if this machine cannot run it).
+launch. The kernel is made with the module where a GPU (or Triton's interpreter) is there, so a
+later torch.compile traces a forward that only looks it up; without one the module is still
+constructible (e.g. on the CPU, to load a state_dict) and its kernel is made at the first forward
+(study.kernel's RuntimeError if this machine cannot run it).
 Nothing is converted: an input of a dtype the stage does not take is a TypeError, one that cannot
 be flattened as a view a ValueError; autograd's dY alone is made row-major (contiguous()), since
 autograd picks its strides (e.g. the expanded gradient of y.sum()).
@@ -25,7 +27,7 @@ from torch import nn
 
 from . import kernels, ops  # noqa: F401 (kernels: hands the ops their kernel factory)
 from .operands import DTYPES
-from .registry import FAMILIES, SCALED, find
+from .registry import FAMILIES, SCALED, _interpreting, find
 
 # The layout of each gradient's product for a forward in layout L (C = A @ B, dC row-major):
 # dA = dC @ B^T and dB = A^T @ dC, each computed in the memory order of the input it belongs to.
@@ -141,6 +143,11 @@ class Linear(nn.Linear):
         if takes is not None and "NT" not in takes:
             raise ValueError(f"kernel: {self.family} {self.name} takes layout(s) {', '.join(takes)}; study.Linear's "
                              f"forward x @ W.T is NT (W.T a transposed view of the [out, in] weight)")
+        if torch.cuda.is_available() or _interpreting():
+            # made (and compiled) now where it can run, so that torch.compile later traces a forward
+            # that only looks the kernel up; elsewhere (a CPU machine loading a state_dict) at the
+            # first forward
+            ops.kernel_for(self.family, self.name)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel=({self.family!r}, {self.name!r})"

@@ -81,10 +81,10 @@ def _spec(k) -> tuple:
 
 def traced(k, a, b, c, alpha, beta, scale_a, scale_b):
     """Kernel.__call__ under torch.compile: the same call as an opaque op (Dynamo cannot trace
-    a raw-pointer or Triton launch). The kernel object itself serves the op's calls."""
-    spec = _spec(k)
-    _KERNELS[spec] = k
-    family, name, fast_accum, config = spec
+    a raw-pointer or Triton launch), naming k by its spec; the op's implementation makes (once)
+    an equal kernel from it. Nothing is written here: tracing inside an autograd.Function's
+    backward (study.Linear's) may not mutate state outside it."""
+    family, name, fast_accum, config = _spec(k)
     if c is None:
         return torch.ops.study.gemm(family, name, a, b, None, alpha, beta, scale_a, scale_b, fast_accum, config)
     torch.ops.study.gemm_(family, name, a, b, c, alpha, beta, scale_a, scale_b, fast_accum, config)

@@ -36,8 +36,9 @@ def _check(out, a, b, dtype, c0=None, alpha=1.0, beta=0.0, what=""):
     return tolerance.check(out, a, b, c0, alpha, beta, PREC[dtype], what=what)
 
 
-def ops_layouts(family, name, device, dtype, shapes=((17, 24, 40), (64, 40, 48))):
-    """torch.ops.study.gemm (new C) and gemm_ (in place) in every layout the stage lists, alpha/beta."""
+def ops_layouts(family, name, device, dtype, shapes=((24, 40, 56), (64, 40, 48), (8, 136, 72))):
+    """torch.ops.study.gemm (new C) and gemm_ (in place) in every layout the stage lists, alpha/beta.
+    Sizes are multiples of 8: every stored row of every layout then fits the 16-byte stride limits."""
     k = study.kernel(family, name)
     for layout in k.layouts:
         for M, N, K in shapes:
@@ -135,10 +136,10 @@ def linear_grads(family, name, device, dtype, bias=False):
 def use_routes(family, name, device, dtype):
     """study.use routes F.linear (NT), @ (NN), mm on a transposed view (TN) and addmm to the
     stage, gradients through the stage, and hands the rest to torch, counting why."""
-    a, b = operands("NN", 20, 16, 24, device, dtype)
+    a, b = operands("NN", 24, 16, 24, device, dtype)
     w = _rnd(16, 24, device=device, dtype=dtype, seed=4)
-    at = _rnd(24, 20, device=device, dtype=dtype, seed=9)        # at.t(): TN
-    c0 = _rnd(20, 16, device=device, dtype=dtype, seed=10)
+    at = _rnd(24, 24, device=device, dtype=dtype, seed=9)        # at.t(): TN (M = 24: 16-byte rows)
+    c0 = _rnd(24, 16, device=device, dtype=dtype, seed=10)
     with study.use(family, name) as mode:
         y_lin = F.linear(a, w)
         y_mat = a @ b
@@ -170,9 +171,9 @@ def cuda_graph(family, name, device, dtype):
     with torch.no_grad():
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        with torch.cuda.stream(side):   # warm up (Triton's autotuning cannot run inside a capture)
             layer(static)
-            study.gemm(family, name, static, static.t()[:, :16])
+            study.gemm(family, name, static, static.t()[:, :16].contiguous())
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
