@@ -42,6 +42,11 @@ class Kernel:
     fast_accum = False    # fp8: one FP8 accumulate chain over all of K (no promotion into fp32)
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None):
+        if torch.is_grad_enabled():   # a raw launch has no backward: say so rather than drop gradients
+            for name, t in (("a", a), ("b", b), ("c", c)):
+                if isinstance(t, torch.Tensor) and t.requires_grad:
+                    raise ValueError(f"{name} requires grad, and a kernel call is not differentiable: use "
+                                     f"study.Linear or study.use (autograd through the stage), or torch.no_grad()")
         if torch.compiler.is_compiling():   # Dynamo cannot trace a raw launch: run it as an opaque op
             return ops.traced(self, a, b, c, alpha, beta, scale_a, scale_b)
         p = check_operands(self.precisions, getattr(self, "layouts", self.layout), a, b, c, alpha, beta,

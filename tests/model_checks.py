@@ -54,6 +54,19 @@ def ops_layouts(family, name, device, dtype, shapes=((24, 40, 56), (64, 40, 48),
             _check(c, a, b, dtype, c0, 1.5, 0.5, what=f"gemm_ {layout}")
 
 
+def no_silent_grad(family, name, device, dtype):
+    """A kernel call on an input that requires grad is refused (no gradient is dropped silently)."""
+    a, b = operands("NT", 8, 16, 24, device, dtype)
+    try:
+        study.kernel(family, name)(a.requires_grad_(True), b)
+    except ValueError as exc:
+        assert "a requires grad" in str(exc), exc
+    else:
+        raise AssertionError("a kernel call took an input that requires grad")
+    with torch.no_grad():
+        study.kernel(family, name)(a, b)
+
+
 def ops_fake(family, name, device, dtype):
     """The fake implementation: shape and dtype without running anything; shape errors are
     ValueErrors naming the argument."""
@@ -86,8 +99,9 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         y = self.fc2(F.gelu(self.fc1(x)))
-        z = self.k(x, self.w3.t())                      # NT, a kernel object inside the graph
-        study.gemm_(self.family, self.name, x, self.w3.t(), z, alpha=0.5, beta=1.0)   # z += 0.5 x W3^T
+        xd = x.detach()                                 # a raw kernel call is not differentiable
+        z = self.k(xd, self.w3.t())                     # NT, a kernel object inside the graph
+        study.gemm_(self.family, self.name, xd, self.w3.t(), z, alpha=0.5, beta=1.0)   # z += 0.5 x W3^T
         return y + z
 
 

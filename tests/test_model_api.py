@@ -19,8 +19,8 @@ import pytest
 import study
 from conftest import HERE, ROOT, interp_unusable
 
-CPU_CHECKS = ["ops_layouts", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "model_group"]
-GPU_CHECKS = ["ops_layouts", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "cuda_graph",
+CPU_CHECKS = ["ops_layouts", "no_silent_grad", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "model_group"]
+GPU_CHECKS = ["ops_layouts", "no_silent_grad", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "cuda_graph",
               "model_group"]
 HALF_STAGES = [s for s in study.all_stages() if set(s.precisions) & {"fp16", "bf16"} and s.number >= 10]
 
