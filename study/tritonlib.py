@@ -9,7 +9,12 @@
   configs of the pointer stages s08, s09, s11 (argument order as `tma_config`).
 - `store_c_tile` / `c_vector_width`: the hinted C epilogue of the TMA stages s12-s13;
   `tma_config` / `tma_unsupported`: their tile configs (host-side TMA box sizes stamped per
-  config) and limits.
+  config and layout) and limits; `stored_operands`: A and B as stored (row-major) per layout.
+- Layouts (study.operands.TRANSPOSED): NN, NT (b the view of a row-major (N, K)) and TN (a the
+  view of a row-major (K, M)). `hinted_tile` reads each through strides (LAYOUT constexpr,
+  default NN: s04-s09 compile as before); the TMA stages put their descriptors on the tensors
+  as stored and feed `.T` of a transposed box to tl.dot (wgmma reads either major order of
+  16-bit operands from smem).
 - `even_tiles`: EVEN = the chosen tile divides M, N and K, so the autotuned pointer stages
   (s08, s09, s11) load without masks there.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
@@ -21,6 +26,8 @@ import os
 
 import triton
 import triton.language as tl
+
+from study.operands import TRANSPOSED
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -75,9 +82,13 @@ def prune_unaligned(unaligned_configs):
     """early_config_prune for a stage whose VEC == 1 path (rows not 16-byte aligned: 2- or 4-byte
     loads whose addresses stay in registers) needs more registers than some of its configs
     leave: with VEC == 1 only `unaligned_configs` are tried (checked spill-free for sm_90 by
-    tests/test_static.py at a 4095^3 call). The autotune key must include VEC."""
+    tests/test_static.py at a 4095^3 call): a list, or a dict of lists by the kernel's LAYOUT
+    argument (s11). The autotune key must include VEC (and LAYOUT)."""
     def prune(configs, named_args, **kwargs):
-        out = list(unaligned_configs) if kwargs.get("VEC", 1) == 1 else configs
+        out = configs
+        if kwargs.get("VEC", 1) == 1:
+            out = unaligned_configs
+            out = list(out[kwargs.get("LAYOUT", "NN")] if isinstance(out, dict) else out)
         return autotune_prune(out, named_args, **kwargs)
     return prune
 
@@ -143,8 +154,11 @@ def tile_config(bm, bn, bk, stages, warps, group_m=8, pre_hook=None):
 def _set_tma_block_shapes(nargs):
     # The descriptors are built before the autotuner picks a tile: each config stamps its
     # TMA box sizes on them just before launch (host-side descriptors are plain Python data).
-    nargs["a_desc"].block_shape = [nargs["BLOCK_M"], nargs["BLOCK_K"]]
-    nargs["b_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
+    # A box spans one K step in the operand's stored order: (K, M) for TN's A, (N, K) for NT's B.
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    a_t, b_t = TRANSPOSED[nargs.get("LAYOUT", "NT")]
+    nargs["a_desc"].block_shape = [bk, bm] if a_t else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if b_t else [bk, bn]
 
 
 def tma_config(bm, bn, bk, stages, warps, group_m, host_descriptors=True):
@@ -159,15 +173,26 @@ def tma_config(bm, bn, bk, stages, warps, group_m, host_descriptors=True):
                        pre_hook=_set_tma_block_shapes if host_descriptors else None)
 
 
-def tma_unsupported(a, b, c):
-    """None, or why a TMA stage cannot load a and b (NT: b is the (K, N) view of an (N, K)
-    tensor, so its row stride is b.stride(1)): TMA needs 16-byte aligned bases and rows."""
-    for name, t, ld_name, ld in (("a", a, "lda", a.stride(0)), ("b", b, "ldb", b.stride(1))):
+def stored_operands(a, b, layout):
+    """(A, B) as stored, both row-major: A (M, K), or (K, M) for TN (a's transpose); B (K, N), or
+    (N, K) for NT. Views, never copies: a TMA descriptor goes on these."""
+    a_t, b_t = TRANSPOSED[layout]
+    return (a.t() if a_t else a), (b.t() if b_t else b)
+
+
+def tma_unsupported(a, b, c, layout="NT"):
+    """None, or why a TMA stage cannot load a and b in `layout`: TMA needs 16-byte aligned
+    bases and row strides of each operand as stored (stored_operands: NT's b is an (N, K)
+    tensor, so its row stride is b.stride(1); TN's a a (K, M) one, row stride a.stride(1))."""
+    a_t, b_t = TRANSPOSED[layout]
+    for name, t, ld_name, transposed, stored in (("a", a, "lda", a_t, "(K, M)"),
+                                                 ("b", b, "ldb", b_t, "(N, K)")):
+        ld = t.stride(1 if transposed else 0)
         if t.data_ptr() % 16 != 0:
             return f"{name} must be 16-byte aligned for TMA (data_ptr % 16 == {t.data_ptr() % 16})"
         if ld % 8 != 0:
-            return (f"{ld_name} must be a multiple of 8 elements for TMA (16-byte row stride), "
-                    f"got {ld}")
+            where = f" ({name}.stride(1): the view of a row-major {stored} tensor)" if transposed else ""
+            return f"{ld_name} must be a multiple of 8 elements for TMA (16-byte row stride), got {ld}{where}"
     return None
 
 
@@ -180,25 +205,46 @@ def c_vector_width(c):
 def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                 VEC: tl.constexpr, BETA_ZERO: tl.constexpr, EVEN: tl.constexpr,
-                DOT_PRECISION: tl.constexpr):
+                DOT_PRECISION: tl.constexpr, LAYOUT: tl.constexpr = tl.constexpr("NN")):
     """One BLOCK_M x BLOCK_N tile of C = alpha*A@B + beta*C, fp32 accumulate, its loads and
     stores hinted to 128 bits when VEC > 1 (VEC elements = 16 bytes). Born in s04_vectorized
     (fp32, DOT_PRECISION="ieee"); s05-s08 differ only in the program order around it and in the
     launch knobs (num_warps, num_stages, autotuning), s10-s11 feed it fp16/bf16
     (DOT_PRECISION=None: 16-bit inputs go to the tensor cores as they are).
-    EVEN (the tile divides M, N and K; s08, s11 set it per config with even_tiles): no masks."""
+    EVEN (the tile divides M, N and K; s08, s11 set it per config with even_tiles): no masks.
+    LAYOUT (s10, s11; default NN): lda / ldb are the row strides of A and B as stored; NT's B
+    (stored N x K) is read in 16-byte runs along K, TN's A (stored K x M) along M."""
     tl.static_assert(BLOCK_K >= 16, "tl.dot needs a K tile of at least 16")
     tl.static_assert(BLOCK_M >= 16 and BLOCK_N >= 16, "tl.dot needs M and N tiles of at least 16")
     tl.static_assert(VEC == 1 or VEC * a_ptr.dtype.element_ty.primitive_bitwidth == 128,
                      "VEC is 16 bytes of elements (16-byte aligned rows, K and N) or 1")
     tl.static_assert(BLOCK_K % VEC == 0 and BLOCK_N % VEC == 0, "tiles must hold whole vectors")
+    tl.static_assert(LAYOUT == "NN" or LAYOUT == "NT" or LAYOUT == "TN", "LAYOUT is NN, NT or TN")
 
     # --- tile offsets and operand staging: hinted pointer tiles (VEC > 1: 16-byte runs) -----
     offs_m, offs_n, offs_k, a_rows, b_rows, c_rows, k_lim, n_lim = hinted_offsets(
         pid_m, pid_n, N, K, lda, ldb, ldc, BLOCK_M, BLOCK_N, BLOCK_K, VEC)
-    a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]    # [BM, BK], 16-byte vectors along K
-    b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]    # [BK, BN], 16-byte vectors along N
-    mask_m = offs_m[:, None] < M
+    if LAYOUT == "TN":   # a[m, k] at k * lda + m (A stored K x M): 16-byte vectors along M
+        offs_am = tl.max_contiguous(tl.multiple_of(offs_m, BLOCK_M), BLOCK_M)
+        a_ks = offs_k * lda                   # [BK] starts of A's stored rows
+        m_lim = tl.full((BLOCK_M,), M, tl.int32)
+        if VEC > 1:   # true: the wrapper checked lda and M (vector_width)
+            a_ks = tl.multiple_of(a_ks, VEC)
+            m_lim = tl.multiple_of(m_lim, VEC)
+        a_ptrs = a_ptr + offs_am[:, None] + a_ks[None, :]  # [BM, BK], 16-byte vectors along M
+    else:
+        a_ptrs = a_ptr + a_rows[:, None] + offs_k[None, :]  # [BM, BK], 16-byte vectors along K
+    if LAYOUT == "NT":   # b[k, n] at n * ldb + k (B stored N x K): 16-byte vectors along K
+        b_ns = offs_n * ldb                   # [BN] starts of B's stored rows
+        if VEC > 1:
+            b_ns = tl.multiple_of(b_ns, VEC)
+        b_ptrs = b_ptr + offs_k[:, None] + b_ns[None, :]    # [BK, BN], 16-byte vectors along K
+    else:
+        b_ptrs = b_ptr + b_rows[:, None] + offs_n[None, :]  # [BK, BN], 16-byte vectors along N
+    if LAYOUT == "TN":
+        mask_m = (offs_m < m_lim)[:, None]     # compare in 1-D: the hint on m_lim survives
+    else:
+        mask_m = offs_m[:, None] < M
     mask_n = (offs_n < n_lim)[None, :]          # compare in 1-D: the hint on n_lim survives
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
@@ -212,8 +258,14 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
             a = tl.load(a_ptrs, mask=mask_m & in_k[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=in_k[:, None] & mask_n, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * ldb
+        if LAYOUT == "TN":
+            a_ptrs += BLOCK_K * lda
+        else:
+            a_ptrs += BLOCK_K
+        if LAYOUT == "NT":
+            b_ptrs += BLOCK_K
+        else:
+            b_ptrs += BLOCK_K * ldb
 
     # --- epilogue: 128-bit stores of C too; alpha/beta in fp32, one rounding to C's dtype
     # (no-op casts for fp32); beta == 0 never reads C (it may hold NaN) ----------------------
@@ -225,86 +277,43 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
     tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
 
 
-def vector_width(a, b, c):
+def leading_dims(a, b, layout="NN"):
+    """(lda, ldb): the row strides of A and B as stored (stored_operands)."""
+    a_t, b_t = TRANSPOSED[layout]
+    return a.stride(1 if a_t else 0), b.stride(1 if b_t else 0)
+
+
+def vector_width(a, b, c, layout="NN"):
     """Elements per 16 bytes (4 fp32, 8 fp16/bf16) when every hint in the kernel holds: 16-byte
-    aligned a, b, c and leading dimensions, K and N multiples of that width; else 1."""
+    aligned a, b, c and leading dimensions (as stored), K and N multiples of that width (and M
+    for TN, whose A runs along M); else 1."""
     vec = 16 // a.element_size()
-    K, N = a.shape[1], b.shape[1]
+    M, K = a.shape
+    N = b.shape[1]
+    dims = (K, N, M) if layout == "TN" else (K, N)
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
-    whole = all(x % vec == 0 for x in (a.stride(0), b.stride(0), c.stride(0), K, N))
+    whole = all(x % vec == 0 for x in (*leading_dims(a, b, layout), c.stride(0), *dims))
     return vec if aligned and whole else 1
 
 
-def launch_tile(kernel, a, b, c, alpha, beta, grid=None, num_warps_unaligned=None, **meta):
+def launch_tile(kernel, a, b, c, alpha, beta, grid=None, num_warps_unaligned=None, layout=None, **meta):
     """c = alpha * a @ b + beta * c by a pointer stage (s04-s08, s10, s11): launches
     kernel(a, b, c, M, N, K, lda, ldb, ldc, alpha, beta, VEC=, BETA_ZERO=, **meta). The default
     grid is one program per BLOCK_M x BLOCK_N tile of C on a 1-D grid (a function of the
     config's meta-parameters when the autotuner picks BLOCK_M / BLOCK_N); num_warps_unaligned,
-    if given, replaces num_warps when VEC == 1 (addresses in registers need more of them)."""
+    if given, replaces num_warps when VEC == 1 (addresses in registers need more of them).
+    layout (a stage of several layouts: its kernel takes LAYOUT=): lda, ldb as stored."""
     M, K = a.shape
     N = b.shape[1]
-    vec = vector_width(a, b, c)
+    vec = vector_width(a, b, c, layout or "NN")
     if vec == 1 and num_warps_unaligned:
         meta["num_warps"] = num_warps_unaligned
+    if layout is not None:
+        meta["LAYOUT"] = layout
     if grid is None:
         tiles = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]),)
         grid = tiles(meta) if "BLOCK_M" in meta else tiles
-    kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0), float(alpha), float(beta),
+    lda, ldb = leading_dims(a, b, layout or "NN")
+    kernel[grid](a, b, c, M, N, K, lda, ldb, c.stride(0), float(alpha), float(beta),
                  VEC=vec, BETA_ZERO=(beta == 0), **meta)
     return c
-
-
-# --- stream-K helpers of s14_stream_k ---------------------------------------------------------
-# Program p of P owns iterations [p*T//P, (p+1)*T//P) of T = tiles * k_steps; a piece of a tile is
-# stored at workspace slot 2p (p's first segment) or 2p+1 (its last).
-
-
-@triton.jit
-def stream_k_owner(i, T, P):
-    """The program whose share [p*T//P, (p+1)*T//P) holds iteration i (P <= T: none is empty)."""
-    return ((i + 1) * P - 1) // T
-
-
-@triton.jit
-def stream_k_piece(ws_ptr, offs, q, q_last, t0, T, P, BLOCK_N: tl.constexpr,
-                   BLOCK_T: tl.constexpr):
-    """Program q's partial of the tile starting at iteration t0 (zeros if q > q_last)."""
-    slot = 2 * q + ((q * T) // P < t0).to(tl.int32)   # 0: q's first segment, 1: its last
-    # .cg: read from L2, where the other SMs' partials are (never a stale L1 line)
-    return tl.load(ws_ptr + slot * (BLOCK_N * BLOCK_T) + offs, mask=q <= q_last, other=0.0,
-                   cache_modifier=".cg")
-
-
-@triton.jit
-def stream_k_fixup(tile, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps, tiles_t,
-                   BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, C_VEC: tl.constexpr,
-                   BETA_ZERO: tl.constexpr, FIX_BATCH: tl.constexpr):
-    """Finish a tile shared by programs q_first..q_last (s14_stream_k; C^T tiles [BLOCK_N weight
-    rows, BLOCK_T tokens]): sum its pieces in program order, so the bits never depend on which
-    program arrived last, then the epilogue. Runs in the last program to arrive at the tile."""
-    t0 = tile * k_steps
-    q_first = stream_k_owner(t0, T, P)
-    q_last = stream_k_owner(t0 + k_steps - 1, T, P)
-    offs = tl.arange(0, BLOCK_N)[:, None] * BLOCK_T + tl.arange(0, BLOCK_T)[None, :]
-    acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
-    for q in range(q_first, q_last + 1, FIX_BATCH):
-        # FIX_BATCH (1, 2 or 4) independent loads in flight, then added in q order (a
-        # zero-filled missing piece adds exactly nothing): one SM reads every piece of the
-        # tile, so it should not wait out an L2 round trip per piece
-        p0 = stream_k_piece(ws_ptr, offs, q, q_last, t0, T, P, BLOCK_N, BLOCK_T)
-        if FIX_BATCH >= 2:
-            p1 = stream_k_piece(ws_ptr, offs, q + 1, q_last, t0, T, P, BLOCK_N, BLOCK_T)
-        if FIX_BATCH == 4:
-            p2 = stream_k_piece(ws_ptr, offs, q + 2, q_last, t0, T, P, BLOCK_N, BLOCK_T)
-            p3 = stream_k_piece(ws_ptr, offs, q + 3, q_last, t0, T, P, BLOCK_N, BLOCK_T)
-        acc += p0
-        if FIX_BATCH >= 2:
-            acc += p1
-        if FIX_BATCH == 4:
-            acc += p2
-            acc += p3
-    tile_n = tile // tiles_t
-    tile_t = tile - tile_n * tiles_t
-    store_c_tile(c_ptr, tl.trans(acc), tile_t * BLOCK_T, tile_n * BLOCK_N, M, N, ldc, alpha, beta,
-                 BLOCK_T, BLOCK_N, C_VEC, BETA_ZERO)
-    tl.store(cnt_ptr + tile, 0)   # every contributor has arrived: reset for the next launch

@@ -33,8 +33,11 @@ FP8_K_MULTIPLE = 16                # 16-byte rows of 1-byte e4m3 (TMA; torch._sc
 # --- shapes --------------------------------------------------------------------------------
 # Interpreter (CPU): ~4 ms per program per K step, so tiny and ragged only; 17x24x40 has N and K
 # multiples of 8 (16-byte rows for fp16/bf16, 4 floats for fp32), so the wrappers take their
-# vector-hinted path (VEC > 1) with a ragged M.
-INTERP_SHAPES = [(1, 1, 1), (1, 19, 23), (17, 1, 23), (17, 19, 1), (17, 19, 23), (17, 24, 40), (33, 47, 65)]
+# vector-hinted path (VEC > 1) with a ragged M. TN stores A as (K, M): 24x40x17 (ragged K) and
+# 24x40x56 have the 16-byte rows the TMA stages need there (lda = M), the latter also the
+# vector-hinted TN path of the pointer stages (M, N, K multiples of 8).
+INTERP_SHAPES = [(1, 1, 1), (1, 19, 23), (17, 1, 23), (17, 19, 1), (17, 19, 23), (17, 24, 40), (33, 47, 65),
+                 (24, 40, 17), (24, 40, 56)]
 # GPU: degenerate dims, K below any K tile, primes, exact tile multiples, ragged, large K.
 GPU_SHAPES = [(1, 1, 1), (1, 131, 257), (127, 1, 257), (127, 131, 1), (67, 45, 3), (67, 45, 7),
               (127, 131, 257), (128, 128, 128), (256, 256, 256), (1000, 1000, 1000)]
@@ -45,13 +48,18 @@ INTERP_AB_SHAPE = (17, 19, 23)
 INTERP_SHAPES_FP8 = [(33, 47, 272)]
 GPU_AB_SHAPE = (127, 131, 257)
 # Decode shapes (x @ W.T, M tokens against an nn.Linear weight), for the stages that divide K
-# among CTAs (s14 on, NT fp16/bf16): every M the swap-AB tile widths meet (1..256), against a
-# ragged weight whose K (4104 = 64 x 64 + 8) is no multiple of any split, and shapes that take
-# the other decompositions (4096 x 4096: equal splits; 1100 x 8192 tiles in 1.5 waves: hybrid;
-# 300 rows: stream-K without swapping; 1 x 64 x 72: one CTA).
-DECODE_MS = (1, 3, 16, 64, 128, 256)
+# among CTAs (s14 on, fp16/bf16): every M the swap-AB tile widths meet (1..256; 8 and 40: token
+# tiles TN can store, 16-byte rows of A stored (K, M)), against a ragged weight whose K (4104 =
+# 64 x 64 + 8) is no multiple of any split, and shapes that take the other decompositions (4096
+# x 4096: equal splits; 1100 x 8192 tiles in 1.5 waves: hybrid; 300 rows: stream-K without
+# swapping; 1 x 64 x 72: one CTA; 1104 and 304 rows: the same in TN, whose A is stored (K, M)).
+# DECODE_NK_BY_LAYOUT: (N, K) per layout, ragged where the layout's stored rows allow (NT: N;
+# NN: neither, B stored (K, N) needs N % 8 == 0; TN: K).
+DECODE_MS = (1, 3, 8, 16, 40, 64, 128, 256)
 DECODE_NK = (4100, 4104)
-DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 520), (1100, 8192, 136), (1, 64, 72)]
+DECODE_NK_BY_LAYOUT = {"NT": DECODE_NK, "NN": (4104, 4104), "TN": (4104, 4100)}
+DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 520), (1100, 8192, 136), (1, 64, 72),
+                (304, 1000, 520), (1104, 8192, 136)]
 # alpha/beta combinations: (alpha, beta); beta == 0 runs on a NaN-filled C.
 ALPHA_BETA = [(1.0, 0.0), (2.0, 0.0), (-1.5, 0.5), (1.0, 1.0), (0.0, 2.0), (0.0, 0.0), (0.5, -1.0)]
 
@@ -140,11 +148,12 @@ def out_dtype(kern, precision: str):
 
 
 def make_operands(case: Case, precision: str, device, c_dtype=None):
-    """(a, b, c0, scales): a (M, K), b (K, N) (for NT the transposed view of a contiguous (N, K)
-    tensor), c0 (M, N) random (not used by the kernel when beta == 0) in c_dtype (default: the
-    operands' dtype; fp8: bf16), scales the keyword arguments of the call: {} or, for fp8,
-    {"scale_a", "scale_b"} (quantize_fp8 of randn per case.scaling; integer operands are stored
-    exactly in e4m3 with power-of-two scales, _fp8_int_scales)."""
+    """(a, b, c0, scales): a (M, K) (for TN the transposed view of a contiguous (K, M) tensor),
+    b (K, N) (for NT the transposed view of a contiguous (N, K) tensor), c0 (M, N) random (not
+    used by the kernel when beta == 0) in c_dtype (default: the operands' dtype; fp8: bf16),
+    scales the keyword arguments of the call: {} or, for fp8, {"scale_a", "scale_b"}
+    (quantize_fp8 of randn per case.scaling; integer operands are stored exactly in e4m3 with
+    power-of-two scales, _fp8_int_scales)."""
     dtype = DTYPES[precision]
     scaled = precision in SCALED
     if c_dtype is None:
@@ -169,12 +178,15 @@ def make_operands(case: Case, precision: str, device, c_dtype=None):
             (a, sa), (bt, sb) = _quantize(x, scaling), _quantize(w, scaling)
         if case.layout != "NT":
             bt = bt.t().contiguous()
+        if case.layout == "TN":
+            a = a.t().contiguous()
         scales = {"scale_a": sa.to(device), "scale_b": sb.to(device)}
     else:
-        a = tolerance.round_inputs(rnd(M, K), precision).to(dtype)
+        a = tolerance.round_inputs(rnd(K, M) if case.layout == "TN" else rnd(M, K), precision).to(dtype)
         bt = tolerance.round_inputs(rnd(N, K) if case.layout == "NT" else rnd(K, N), precision).to(dtype)
     c0 = rnd(M, N).to(c_dtype)
     a, bt, c0 = a.to(device), bt.to(device), c0.to(device)
+    a = a.t() if case.layout == "TN" else a
     b = bt.t() if case.layout == "NT" else bt
     return a, b, c0, scales
 
@@ -262,23 +274,18 @@ def check_nonfinite(kern, precision: str, device, layout: str = "NN"):
 
 
 def _check_nonfinite(kern, case: Case, precision: str, device):
-    layout = case.layout
     a, b, c0, scales = make_operands(case, precision, device, out_dtype(kern, precision))
     scaled = precision in SCALED
-    a = a.clone()
+    # a and b are fresh tensors in the case's layout: poisoned through their (M, K) / (K, N)
+    # views, rows 3 / 7 / 11 of A and column 4 of B whichever way they are stored
     if scaled:
         a.view(torch.uint8)[3, 5] = E4M3_NAN
+        b.view(torch.uint8)[6, 4] = E4M3_NAN
     else:
         a[3, 5] = math.nan
         a[7, 2] = math.inf
         a[11, 0] = -math.inf
-    bb = (b.t().contiguous().clone() if layout == "NT" else b.clone())
-    at = (4, 6) if layout == "NT" else (6, 4)   # (N, K) storage for NT: column 4 of B either way
-    if scaled:
-        bb.view(torch.uint8)[at] = E4M3_NAN
-    else:
-        bb[at] = math.nan
-    b = bb.t() if layout == "NT" else bb
+        b[6, 4] = math.nan
     out, A, B, _ = run_case(kern, case, precision, device, ops=(a, b, c0, scales))
     ref = tolerance.reference(A, B, None, 1.0, 0.0, precision)
     bad = tolerance.nonfinite_mismatch(out, ref)

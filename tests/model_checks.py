@@ -119,9 +119,15 @@ def compile_fullgraph(family, name, device, dtype, backend="aot_eager"):
     out = compiled(x)
     out.float().square().sum().backward()
     g_comp = [p.grad for p in (x, block.fc1.weight, block.fc2.weight)]
-    assert torch.equal(out, eager), f"compiled output differs: max {float((out - eager).abs().max()):.3g}"
+    # aot_eager runs the same ops: bitwise equal. Inductor fuses the elementwise ops around the GEMMs
+    # (gelu, bias, the sum) and rounds them differently: equal within a few 16-bit ulps.
+    # A Triton stage may also be autotuned anew in the compiled graph (another BLOCK_K: another
+    # summation order). So: within twice the GEMM bound of each other (two valid roundings).
+    same = torch.equal if backend == "aot_eager" else (
+        lambda x, y: tolerance.rel_error(x, y) <= 2 * tolerance.bound(PREC[dtype], 64))
+    assert same(out, eager), f"compiled output differs: max {float((out - eager).abs().max()):.3g}"
     for ge, gc in zip(g_eager, g_comp):
-        assert torch.equal(ge, gc), f"compiled gradient differs: max {float((ge - gc).abs().max()):.3g}"
+        assert same(ge, gc), f"compiled gradient differs: max {float((ge - gc).abs().max()):.3g}"
 
 
 def linear_grads(family, name, device, dtype, bias=False):

@@ -1,8 +1,11 @@
 """Triton s14 (stream-K / split-K) under the Triton interpreter on CPU: the generic interpreter
 shapes never split a tile, so this forces every decomposition (uneven stream-K shares, split-K,
-data-parallel, one K step per program, ragged N and K tails, two token tiles) and checks the
-result against fp64 (the tolerance policy), bitwise repeatability, and that the fixup leaves
-its tile counters at zero."""
+data-parallel, one K step per program, ragged N and K tails, two token tiles) in every layout
+the header lists, and checks the result against fp64 (the tolerance policy), bitwise
+repeatability, and that the fixup leaves its tile counters at zero. The small-M (swap AB) tiles
+read each operand in the other major order than the unswapped problem; TN stores A as (K, M),
+so its token counts are multiples of 8 (16-byte TMA rows) but ragged against the token tile,
+and its K may be ragged (NN and NT need K % 8 == 0: A is stored (M, K))."""
 import json
 import os
 import subprocess
@@ -11,7 +14,7 @@ import sys
 import pytest
 
 from conftest import interp_unusable
-from study.registry import PACKAGE_PARENT
+from study.registry import PACKAGE_PARENT, find
 
 CHILD = r"""
 import json, math, sys
@@ -19,33 +22,41 @@ import torch
 from study import tolerance
 from study.kernels import _load_triton_module
 from study.registry import find
-mod = _load_triton_module(find("triton", "s14"))
+stage = find("triton", "s14")
+mod = _load_triton_module(stage)
 cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (3, 256, 1024, None, 1.0, 0.0), (3, 256, 1024, 5, 2.0, 0.5), (3, 256, 1024, 8, 1.0, 0.0),
     (3, 256, 1024, 2, 1.0, 1.0), (3, 256, 1024, 32, -1.5, 0.5), (1, 136, 200, 7, 0.5, -1.0),
-    (150, 24, 136, 3, 2.0, 0.5)]
+    (150, 24, 136, 3, 2.0, 0.5), (24, 136, 264, 4, 1.0, 0.0)]
+# TN: M to 16-byte rows of A stored (K, M) (3 -> 8, 1 -> 8, 150 -> 152), K ragged where it was 200
+tn = {(3, 256, 1024): (8, 256, 1024), (1, 136, 200): (8, 136, 196), (150, 24, 136): (152, 24, 136)}
 g = torch.Generator().manual_seed(0)
 out = []
-for M, N, K, progs, al, be in cases:
-    a = torch.randn(M, K, generator=g).half()
-    w = torch.randn(N, K, generator=g).half()
-    c0 = torch.randn(M, N, generator=g).half()
-    p = mod.plan(M, N, K, 3)
-    if progs is not None:
-        p = mod.Plan("forced", p.block_t, progs, p.stages, p.warps, p.block_n, p.block_k)
-    res = []
-    for _ in range(2):
-        c = torch.full_like(c0, math.nan) if be == 0 else c0.clone()
-        mod.launch(a, w.t(), c, al, be, p)
-        res.append(c)
-    cnt = mod._workspace[torch.device("cpu")][:mod.COUNTERS].view(torch.int32)
-    try:
-        tolerance.check(res[0], a, w.t(), c0, al, be, "fp16", what=f"{M}x{N}x{K}")
-        err = ""
-    except AssertionError as e:
-        err = str(e)[:300]
-    out.append({"case": f"{M}x{N}x{K} programs={progs} alpha={al} beta={be}", "err": err,
-                "repeat": torch.equal(res[0], res[1]), "counters": int((cnt != 0).sum())})
+for layout in stage.layouts:
+    for M, N, K, progs, al, be in cases:
+        if layout == "TN":
+            M, N, K = tn.get((M, N, K), (M, N, K))
+        a = torch.randn(K, M, generator=g).half().t() if layout == "TN" else torch.randn(M, K, generator=g).half()
+        b = torch.randn(N, K, generator=g).half().t() if layout == "NT" else torch.randn(K, N, generator=g).half()
+        c0 = torch.randn(M, N, generator=g).half()
+        p = mod.plan(M, N, K, 3)
+        if progs is not None:
+            p = mod.Plan("forced", p.block_t, progs, p.stages, p.warps, p.block_n, p.block_k)
+        why = mod.unsupported(a, b, c0, layout=layout)
+        res = []
+        for _ in range(2 if not why else 0):
+            c = torch.full_like(c0, math.nan) if be == 0 else c0.clone()
+            mod.launch(a, b, c, al, be, p, layout)
+            res.append(c)
+        cnt = mod._workspace[torch.device("cpu")][:mod.COUNTERS].view(torch.int32)
+        try:
+            assert not why, why
+            tolerance.check(res[0], a, b, c0, al, be, "fp16", what=f"{layout} {M}x{N}x{K}")
+            err = ""
+        except AssertionError as e:
+            err = str(e)[:300]
+        out.append({"case": f"{layout} {M}x{N}x{K} programs={progs} alpha={al} beta={be}", "err": err,
+                    "repeat": not why and torch.equal(res[0], res[1]), "counters": int((cnt != 0).sum())})
 print(json.dumps(out))
 """
 
@@ -60,4 +71,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 7 and not bad, bad
+    assert len(cases) == 8 * len(find("triton", "s14").layouts) and not bad, bad

@@ -1,5 +1,6 @@
 """Static checks without a GPU: every CUDA stage compiled by nvcc for sm_90a, every Triton stage
-compiled ahead of time for sm_90, with resources and the SASS instruction mix checked.
+compiled ahead of time for sm_90 in every layout its header lists, with resources and the SASS
+instruction mix checked.
 
 What a stage claims (the rule, from the stage contract's table, generalised so that future
 stages are covered without test code; header words are used only where the contract gives no
@@ -270,34 +271,39 @@ _TT = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16
        "torch.float8_e4m3fn": "fp8e4nv"}
 
 
-def _matmul_calls(stage, precision: str, shape) -> list:
+def _matmul_calls(stage, precision: str, shape, layout: str | None = None) -> list:
     """[(args, kwargs)]: the matmul() calls whose launches cover what the stage compiles at an
-    M x N x K problem (CPU tensors, never read): one call; for fp8 (e4m3 A and B, C in the
-    stage's output type, fp32 scales) one per scaling (per tensor: 1-element scales; per row of
-    A / column of B: M and N) and accumulation (promoted, fast_accum), each a separate variant."""
+    M x N x K problem in `layout` (default the primary; CPU tensors, never read; a stage of
+    several layouts is told which, as study.kernels does): one call; for fp8 (e4m3 A and B, C
+    in the stage's output type, fp32 scales) one per scaling (per tensor: 1-element scales; per
+    row of A / column of B: M and N) and accumulation (promoted, fast_accum), each a separate
+    variant."""
     import torch
 
     from study.kernels import DTYPES
-    from study.operands import OUT_DTYPES
+    from study.operands import OUT_DTYPES, TRANSPOSED
 
+    layout = layout or stage.layout
     M, N, K = shape
     dt = DTYPES[precision]
-    a = torch.randn(M, K).to(dt)
-    b = torch.randn(N, K).to(dt).t() if stage.layout == "NT" else torch.randn(K, N).to(dt)
+    a_t, b_t = TRANSPOSED[layout]
+    a = torch.randn(K, M).to(dt).t() if a_t else torch.randn(M, K).to(dt)
+    b = torch.randn(N, K).to(dt).t() if b_t else torch.randn(K, N).to(dt)
+    told = {"layout": layout} if len(stage.layouts) > 1 else {}
     if precision not in gc.SCALED:
-        return [((a, b, torch.empty(M, N, dtype=dt)), dict(alpha=1.0, beta=0.0))]
+        return [((a, b, torch.empty(M, N, dtype=dt)), dict(alpha=1.0, beta=0.0, **told))]
     c = torch.empty(M, N, dtype=OUT_DTYPES[stage.out])
     calls = []
     for scaling in gc.FP8_SCALINGS:
         sa, sb = (torch.ones(M), torch.ones(N)) if scaling == "row" else (torch.ones(()), torch.ones(()))
         for fast in (False, True):
-            calls.append(((a, b, c), dict(alpha=1.0, beta=0.0, scale_a=sa, scale_b=sb, fast_accum=fast)))
+            calls.append(((a, b, c), dict(alpha=1.0, beta=0.0, scale_a=sa, scale_b=sb, fast_accum=fast, **told)))
     return calls
 
 
-def _aot_variants(stage, precision: str, all_configs: bool, shape=(512, 512, 512)):
+def _aot_variants(stage, precision: str, all_configs: bool, shape=(512, 512, 512), layout: str | None = None):
     """[(JITFunction, signature, constexprs, attrs, options)] for the matmul() calls of
-    _matmul_calls() at an M x N x K problem."""
+    _matmul_calls() at an M x N x K problem in `layout` (default the primary)."""
     import torch
 
     from study.kernels import _load_triton_module
@@ -306,7 +312,7 @@ def _aot_variants(stage, precision: str, all_configs: bool, shape=(512, 512, 512
     mod = _load_triton_module(stage)
     calls: list = []
     with _capture_launches(calls):
-        for args, kwargs in _matmul_calls(stage, precision, shape):
+        for args, kwargs in _matmul_calls(stage, precision, shape, layout):
             mod.matmul(*args, **kwargs)
     out = []
     for fn, args, kwargs, configs in calls:
@@ -377,19 +383,20 @@ def _cuobjdump(args, data: bytes) -> str:
                               check=True).stdout
 
 
-TRITON_PARAMS = [pytest.param(s, p, id=f"{s.stem}-{p}") for s in study.all_stages("triton")
-                 for p in s.precisions]
+TRITON_PARAMS = [pytest.param(s, p, lay, id=f"{s.stem}-{p}-{lay}") for s in study.all_stages("triton")
+                 for p in s.precisions for lay in s.layouts]
 
 
-@pytest.mark.parametrize("stage,precision", TRITON_PARAMS)
-def test_triton_aot_sm90(stage, precision):
-    """Compile the kernels matmul() launches (every autotune config for the stage's first
-    precision, the first config otherwise) for sm_90; no spills; the claimed instructions."""
+@pytest.mark.parametrize("stage,precision,layout", TRITON_PARAMS)
+def test_triton_aot_sm90(stage, precision, layout):
+    """Compile the kernels matmul() launches in each layout the header lists (every autotune
+    config for the stage's first precision, the first config otherwise) for sm_90; no spills;
+    the claimed instructions."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    variants = _aot_variants(stage, precision, all_configs=(precision == stage.precisions[0]))
+    variants = _aot_variants(stage, precision, all_configs=(precision == stage.precisions[0]), layout=layout)
     problems = []
     for fn, sig, consts, attrs, opts in variants:
         tag = {k: v for k, v in consts.items() if k.isupper()} | {k: v for k, v in opts.items()}
@@ -403,16 +410,17 @@ def test_triton_aot_sm90(stage, precision):
         wrong = [f"{name}: needs {what}" for name, (ok, what) in triton_claims(stage).items() if not ok(n)]
         if wrong:
             problems.append(f"{tag}: {wrong}; counts {n}")
-    assert not problems, f"{stage.stem} {precision}:\n" + "\n".join(problems)
+    assert not problems, f"{stage.stem} {precision} {layout}:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("stage", [pytest.param(s, id=s.stem) for s in study.all_stages("triton")])
-def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage):
+@pytest.mark.parametrize("stage,layout", [pytest.param(s, lay, id=f"{s.stem}-{lay}")
+                                          for s in study.all_stages("triton") for lay in s.layouts])
+def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage, layout):
     """At 1000^3 (sizes and leading dimensions divisible by 8, not 16: no Triton divisibility
     specialisation) and 4095^3 (not even 16-byte rows: VEC == 1, 2- or 4-byte loads) every
-    config the call would tune over compiles for sm_90 without local memory. fp8 takes K up to
-    16-byte rows (gemm_checks.fit_shape: 1000 x 1000 x 1008, 4095 x 4095 x 4096; M, N and ldc
-    stay ragged). Sizes a stage refuses (its unsupported()) are skipped."""
+    config the call would tune over compiles for sm_90 without local memory, in each layout.
+    fp8 takes K up to 16-byte rows (gemm_checks.fit_shape: 1000 x 1000 x 1008, 4095 x 4095 x
+    4096; M, N and ldc stay ragged). Sizes a stage refuses (its unsupported()) are skipped."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -425,10 +433,12 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage):
     for size in (1000, 4095):
         shape = gc.fit_shape((size, size, size), precision)
         unsupported = getattr(mod, "unsupported", None)
-        if unsupported and any(unsupported(*args, **{k: v for k, v in kw.items() if k.startswith("scale_")})
-                               for args, kw in _matmul_calls(stage, precision, shape)):
+        if unsupported and any(unsupported(*args, **{k: v for k, v in kw.items() if k.startswith("scale_")
+                                                      or k == "layout"})
+                               for args, kw in _matmul_calls(stage, precision, shape, layout)):
             continue
-        for fn, sig, consts, attrs, opts in _aot_variants(stage, precision, all_configs=True, shape=shape):
+        for fn, sig, consts, attrs, opts in _aot_variants(stage, precision, all_configs=True, shape=shape,
+                                                          layout=layout):
             tried += 1
             ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
                                 options=opts)
@@ -437,8 +447,8 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage):
             if local:
                 tag = {k: v for k, v in consts.items() if k.isupper()} | opts
                 problems.append(f"{'x'.join(map(str, shape))} {tag}: {local} bytes of local memory")
-    assert tried, f"{stage.stem}: no ragged size was compiled"
-    assert not problems, f"{stage.stem} {precision}:\n" + "\n".join(problems)
+    assert tried, f"{stage.stem} {layout}: no ragged size was compiled"
+    assert not problems, f"{stage.stem} {precision} {layout}:\n" + "\n".join(problems)
 
 
 def test_resource_table_counts_fp8_wgmma():

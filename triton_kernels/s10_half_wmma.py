@@ -8,8 +8,9 @@ Why:    half the bytes per operand and the full-rate tensor-core path: H100 dens
         H100 DRAM ridge (~266 FLOP/B for BF16), so it runs near peak only while most tile loads
         hit L2; row-major program order gives no help there (s11 adds grouping).
 Expect: ~65-70% of cuBLAS FP16/BF16 at 4096^3 and 8192^3 (H100 studies: 467-539 TFLOP/s)
-Limits: none (any M, N, K >= 1)
-Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
+Limits: none (any M, N, K >= 1, any leading dimensions as stored: 16-byte loads need aligned
+        rows and K, N (TN: and M) multiples of 8, else 2-byte loads)
+Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN, NT, TN
 Pair:   cuda_src/s10_half_wmma.cu
 Log:    docs/stages/s10_half_wmma.md
 """
@@ -36,7 +37,7 @@ assert BLOCK_N % 8 == 0 and BLOCK_N <= 256, "BLOCK_N must be a multiple of 8, at
 @triton.jit
 def s10_half_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+                         VEC: tl.constexpr, BETA_ZERO: tl.constexpr, LAYOUT: tl.constexpr):
     # --- tile assignment: program (pid_m, pid_n) in row-major order -------------------------
     pid_m = tl.program_id(0)   # axis 0 holds up to 2^31-1 programs: any M
     pid_n = tl.program_id(1)
@@ -47,20 +48,23 @@ def s10_half_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, bet
     # are masked to 0: they only feed C elements that are never stored, so the dot itself
     # needs no per-element test. Triton proves 16-byte copies only for arguments divisible by
     # 16; VEC = 8 passes on what the wrapper checked (row starts, K and N multiples of 8
-    # halves), else lda = 1000 would load 2 bytes at a time.
+    # halves), else lda = 1000 would load 2 bytes at a time. LAYOUT: NT's B tile is read
+    # along K from B stored N x K, TN's A tile along M from A stored K x M (lda, ldb: row
+    # strides as stored); tl.dot takes the tiles as they are, transposed smem reads included.
     hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, False, None)
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, False, None, LAYOUT)
 
 
-def matmul(a, b, c, alpha=1.0, beta=0.0):
-    """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them)."""
+def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NN"):
+    """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them) in
+    `layout` (NN, NT or TN: which of a, b is a transposed view, as study read it)."""
     grid = (triton.cdiv(a.shape[0], BLOCK_M), triton.cdiv(b.shape[1], BLOCK_N))   # 2-D, row-major
-    return launch_tile(s10_half_wmma_kernel, a, b, c, alpha, beta, grid=grid, BLOCK_M=BLOCK_M,
-                       BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
-                       num_warps_unaligned=NUM_WARPS_UNALIGNED)
+    return launch_tile(s10_half_wmma_kernel, a, b, c, alpha, beta, grid=grid, layout=layout,
+                       BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
+                       num_stages=NUM_STAGES, num_warps_unaligned=NUM_WARPS_UNALIGNED)
 
 
-def unsupported(a, b, c):
+def unsupported(a, b, c, layout="NN"):
     """None, or why this stage cannot run the problem (study raises it as ValueError)."""
     if triton.cdiv(b.shape[1], BLOCK_N) > 65535:
         return "N must be <= 8388480: grid axis 1 holds N/128 programs (limit 65535)"

@@ -8,8 +8,9 @@ Why:    a 128x256 tile reaches 2*128*256 / ((128+256)*2) = 85 FLOP/B of loads (s
         136 MiB of A and B strips in row-major order, 84 MiB grouped by 8 tile rows. Unmasked
         loads cut a K step from 159 to 98 SASS instructions.
 Expect: ~95-99% of cuBLAS FP16/BF16 at 4096^3 and 8192^3, ~1.4x s10 (H100 studies: 666-759 TFLOP/s)
-Limits: none (any M, N, K >= 1)
-Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN
+Limits: none (any M, N, K >= 1, any leading dimensions as stored: 16-byte loads need aligned
+        rows and K, N (TN: and M) multiples of 8, else 2-byte loads)
+Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_80+      Layout: NN, NT, TN
 Pair:   cuda_src/s11_mma_pipeline.cu
 Log:    docs/stages/s11_mma_pipeline.md
 """
@@ -47,18 +48,22 @@ for _c in CONFIGS:
 # accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
 # the interpreter (no device timer) run configs[0] only.
 # Unaligned calls (VEC == 1: 2-byte loads, addresses in registers) spill 0.7-1 KB with 4 warps
-# or with 128x256 tiles (sm_90, 4095^3); 8 warps on 128x128 / 128x64 tiles do not.
-UNALIGNED_CONFIGS = [CONFIGS[1], tile_config(128, 64, 64, 4, 8, GROUP_M)]
+# or with 128x256 tiles (sm_90, 4095^3); 8 warps on 128x128 / 128x64 tiles do not. With one
+# operand transposed (NT, TN) 128x128x64 spills 40-48 B too; 128x128x32 does not.
+_NARROW = tile_config(128, 64, 64, 4, 8, GROUP_M)
+_SHALLOW = tile_config(128, 128, 32, 5, 8, GROUP_M)
+UNALIGNED_CONFIGS = {"NN": [CONFIGS[1], _NARROW], "NT": [_SHALLOW, _NARROW], "TN": [_SHALLOW, _NARROW]}
 
 
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K", "VEC"], restore_value=["c_ptr"], do_bench=autotune_do_bench,
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K", "VEC", "LAYOUT"], restore_value=["c_ptr"],
+                 do_bench=autotune_do_bench,
                  prune_configs_by={"early_config_prune": prune_unaligned(UNALIGNED_CONFIGS)})
 @even_tiles   # EVEN: this config's tile divides M, N and K
 @triton.jit
 def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                             GROUP_M: tl.constexpr, VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
-                            EVEN: tl.constexpr):
+                            EVEN: tl.constexpr, LAYOUT: tl.constexpr):
     # --- tile assignment: 1-D grid walked in groups of GROUP_M tile rows --------------------
     # Consecutive programs (running at the same time) cover a GROUP_M x many block of C:
     # they share A strips within the group and B strips across it, both held in L2.
@@ -70,13 +75,15 @@ def s11_mma_pipeline_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, 
     # stage s, stages s+1 .. s+num_stages-1 are in flight. Triton proves 16-byte copies only
     # for arguments divisible by 16; at lda = 1000 (divisible by 8) it would fall back to
     # 2-byte copies (23% of cuBLAS at 1000^3). VEC = 8 says what the wrapper checked: row
-    # starts and the K, N limits are multiples of 8 halves (16 bytes).
+    # starts and the K, N limits are multiples of 8 halves (16 bytes). LAYOUT: NT's B tile is
+    # read along K from B stored N x K, TN's A tile along M from A stored K x M (as s10).
     hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
-                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, EVEN, None)
+                BLOCK_M, BLOCK_N, BLOCK_K, VEC, BETA_ZERO, EVEN, None, LAYOUT)
 
 
-def matmul(a, b, c, alpha=1.0, beta=0.0):
-    """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them)."""
+def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NN"):
+    """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them) in
+    `layout` (NN, NT or TN: which of a, b is a transposed view, as study read it)."""
     # one program per C tile on a 1-D grid (so the kernel can regroup the order), sized by
-    # the config the autotuner picks
-    return launch_tile(s11_mma_pipeline_kernel, a, b, c, alpha, beta)
+    # the config the autotuner picks; LAYOUT is in the autotune key
+    return launch_tile(s11_mma_pipeline_kernel, a, b, c, alpha, beta, layout=layout)

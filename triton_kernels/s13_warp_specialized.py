@@ -8,10 +8,11 @@ Why:    s12 at 4096^3 runs 512 programs = 3.9 waves of 132 SMs; each spends ~1-2
         next tile during the epilogue (setmaxnreg gives consumers the registers). Descriptors are
         built on the device: host-side ones hung the warp-specialised loop (Triton 3.6).
 Expect: ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3, ~1.0x s12 (128x256x64 x 3 stages)
-Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA: 16-byte aligned
-        base and row strides; else ValueError naming the argument); any M, N, K >= 1 and any
-        ldc (a C TMA cannot store goes through masked pointer stores, not warp-specialised)
-Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT, a.stride(1)
+        in TN) multiples of 8 elements (TMA: 16-byte aligned base and row strides; else ValueError
+        naming the argument); any M, N, K >= 1 and any ldc (a C TMA cannot store goes through
+        masked pointer stores, not warp-specialised)
+Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s13_warp_specialized.cu
 Log:    docs/stages/s13_warp_specialized.md
 """
@@ -22,7 +23,7 @@ import triton
 import triton.language as tl
 
 from study.tritonlib import (INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile,
-                             store_c_tile, tma_config, tma_unsupported)
+                             store_c_tile, stored_operands, tma_config, tma_unsupported)
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -68,19 +69,27 @@ def _scratch(size, alignment, stream):
 # restore_value: autotune runs each config several times; with beta != 0 each run would
 # accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
 # the interpreter (no device timer) run configs[0] only.
-@triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS, key=["M", "N", "K", "WS"], restore_value=["c_ptr"],
-                 do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": _prune})
+@triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS, key=["M", "N", "K", "WS", "LAYOUT"],
+                 restore_value=["c_ptr"], do_bench=autotune_do_bench,
+                 prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def s13_warp_specialized_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                                 NUM_SMS: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
-                                WS: tl.constexpr):
+                                WS: tl.constexpr, LAYOUT: tl.constexpr):
     # --- operand staging: TMA descriptors, built once per program on the device -----------
-    # A [M, K] and B stored [N, K], both K-contiguous; boxes of one K step. TMA zero-fills the
-    # part of a box past M, N or K and clips stores at M and N: no masks anywhere.
-    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [lda, 1], [BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N, BLOCK_K])
+    # A and B as stored (NT: A [M, K] and B [N, K], both K-contiguous; NN: B [K, N]; TN: A
+    # [K, M]); boxes of one K step. TMA zero-fills the part of a box past M, N or K and clips
+    # stores at M and N: no masks anywhere.
+    if LAYOUT == "TN":
+        a_desc = tl.make_tensor_descriptor(a_ptr, [K, M], [lda, 1], [BLOCK_K, BLOCK_M])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [lda, 1], [BLOCK_M, BLOCK_K])
+    if LAYOUT == "NT":
+        b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [ldb, 1], [BLOCK_K, BLOCK_N])
     if WS:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [ldc, 1], [BLOCK_M, BLOCK_N])
 
@@ -101,9 +110,15 @@ def s13_warp_specialized_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alp
         # --- loop over K: one TMA box of A and of B per step, wgmma from smem -------------
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_steps):
-            a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K]
-            b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K]
-            acc = tl.dot(a, b.T, acc)                  # b.T: a K-major smem view
+            if LAYOUT == "TN":
+                a = a_desc.load([ki * BLOCK_K, off_m]).T   # box [BLOCK_K, BLOCK_M]: an M-major view
+            else:
+                a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K]
+            if LAYOUT == "NT":
+                b = b_desc.load([off_n, ki * BLOCK_K]).T   # box [BLOCK_N, BLOCK_K]: a K-major view
+            else:
+                b = b_desc.load([ki * BLOCK_K, off_n])     # [BLOCK_K, BLOCK_N]
+            acc = tl.dot(a, b, acc)   # .T views: wgmma reads 16-bit smem in either major order
 
         # --- epilogue: alpha/beta in fp32, one rounding to C's dtype ------------------------
         if WS:   # C through a TMA load (beta != 0) and a TMA store from the consumer warps
@@ -120,11 +135,12 @@ def _tma_stores_c(c):
     return c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.stride(1) == 1
 
 
-def matmul(a, b, c, alpha=1.0, beta=0.0):
-    """c = alpha * a @ b + beta * c; a (M, K) row-major, b the (K, N) view of an (N, K) tensor."""
+def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
+    """c = alpha * a @ b + beta * c in `layout`: NT a (M, K) row-major, b the (K, N) view of an
+    (N, K) tensor; NN both row-major; TN a the (M, K) view of a (K, M) tensor."""
     M, K = a.shape
     N = b.shape[1]
-    bt = b.t()   # (N, K) with unit stride along K: the tensor B was stored as
+    sa, sb = stored_operands(a, b, layout)   # row-major views: the tensors as stored
     num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
     alloc = triton.runtime._allocation
     if not INTERPRET and alloc._allocator.get() is alloc._NULL_ALLOCATOR:
@@ -134,10 +150,10 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(num_sms, tiles),)
 
-    s13_warp_specialized_kernel[grid](a, bt, c, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
+    s13_warp_specialized_kernel[grid](sa, sb, c, M, N, K, sa.stride(0), sb.stride(0), c.stride(0),
                                       float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                                      BETA_ZERO=(beta == 0), WS=_tma_stores_c(c))
+                                      BETA_ZERO=(beta == 0), WS=_tma_stores_c(c), LAYOUT=layout)
     return c
 
 
-unsupported = tma_unsupported   # TMA: 16-byte aligned a, b and row strides
+unsupported = tma_unsupported   # TMA: 16-byte aligned a, b and row strides, as stored in the layout

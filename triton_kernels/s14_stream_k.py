@@ -9,12 +9,13 @@ Why:    x @ W.T, M = 1..64 tokens, W [4096, 4096] bf16: 32 MB to stream once at 
         (BK 256) = 1024 steps / 128 programs: each SM streams 256 KB in 512-byte row runs with
         4 x 40 KB in flight; pieces cost 2 x 4 KB of fp32 partials per program.
 Expect: ~0.9-1.05x cuBLAS BF16 (NT, CUDA-graph timed) at M <= 64, 4096x4096..14336x4096 weights
-Limits: a and b 16-byte aligned, lda and ldb multiples of 8 elements (TMA; else ValueError);
-        any M, N, K >= 1 and any ldc. Bitwise deterministic: the last program to reach a shared
-        tile (int32 counter) sums its pieces in program order. Workspace per device, grown and
-        reused: 256 KB of counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at
-        a time. M > 64 with >= 40 s13 tiles and beta == 0 runs s13 itself (data-parallel)
-Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT
+Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT,
+        a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
+        any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
+        sums its pieces in program order. Workspace per device, grown and reused: 256 KB of
+        counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. M > 64
+        with >= 40 s13 tiles and beta == 0 runs s13 itself (data-parallel)
+Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s14_stream_k.cu
 Log:    docs/stages/s14_stream_k.md
 """
@@ -29,8 +30,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from study.tritonlib import (INTERPRET, c_vector_width, store_c_tile, stream_k_fixup, stream_k_owner,
-                             tma_unsupported)
+from study.operands import TRANSPOSED
+from study.tritonlib import INTERPRET, c_vector_width, store_c_tile, stored_operands, tma_unsupported
 
 # Tile configs by token count (H100 sweep, docs/stages/s14_stream_k.md): M <= this -> (weight rows
 # BN, token tile BT, K step BK, stages, warps); smem = stages * (BN + BT) * BK * 2 B + epilogue.
@@ -58,11 +59,68 @@ class Plan:
     block_k: int
 
 
+# --- stream-K helpers: who owns an iteration, a piece, the fixup of a shared tile ---------------
+# @triton.jit functions inlined into s14_stream_k_kernel (named sNN_slug_<role>_kernel, as every
+# jitted symbol of a stage file). Program p of P owns iterations [p*T//P, (p+1)*T//P) of T = tiles
+# * k_steps; a piece of a tile is stored at workspace slot 2p (p's first segment) or 2p+1 (its last).
+
+
+@triton.jit
+def s14_stream_k_owner_kernel(i, T, P):
+    """The program whose share [p*T//P, (p+1)*T//P) holds iteration i (P <= T: none is empty)."""
+    return ((i + 1) * P - 1) // T
+
+
+@triton.jit
+def s14_stream_k_piece_kernel(ws_ptr, offs, q, q_last, t0, T, P, BLOCK_N: tl.constexpr,
+                               BLOCK_T: tl.constexpr):
+    """Program q's partial of the tile starting at iteration t0 (zeros if q > q_last)."""
+    slot = 2 * q + ((q * T) // P < t0).to(tl.int32)   # 0: q's first segment, 1: its last
+    # .cg: read from L2, where the other SMs' partials are (never a stale L1 line)
+    return tl.load(ws_ptr + slot * (BLOCK_N * BLOCK_T) + offs, mask=q <= q_last, other=0.0,
+                   cache_modifier=".cg")
+
+
+@triton.jit
+def s14_stream_k_fixup_kernel(tile, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps,
+                               tiles_t, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+                               C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr, FIX_BATCH: tl.constexpr):
+    """Finish a tile shared by programs q_first..q_last (s14_stream_k; C^T tiles [BLOCK_N weight
+    rows, BLOCK_T tokens]): sum its pieces in program order, so the bits never depend on which
+    program arrived last, then the epilogue. Runs in the last program to arrive at the tile."""
+    t0 = tile * k_steps
+    q_first = s14_stream_k_owner_kernel(t0, T, P)
+    q_last = s14_stream_k_owner_kernel(t0 + k_steps - 1, T, P)
+    offs = tl.arange(0, BLOCK_N)[:, None] * BLOCK_T + tl.arange(0, BLOCK_T)[None, :]
+    acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
+    for q in range(q_first, q_last + 1, FIX_BATCH):
+        # FIX_BATCH (1, 2 or 4) independent loads in flight, then added in q order (a
+        # zero-filled missing piece adds exactly nothing): one SM reads every piece of the
+        # tile, so it should not wait out an L2 round trip per piece
+        p0 = s14_stream_k_piece_kernel(ws_ptr, offs, q, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+        if FIX_BATCH >= 2:
+            p1 = s14_stream_k_piece_kernel(ws_ptr, offs, q + 1, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+        if FIX_BATCH == 4:
+            p2 = s14_stream_k_piece_kernel(ws_ptr, offs, q + 2, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+            p3 = s14_stream_k_piece_kernel(ws_ptr, offs, q + 3, q_last, t0, T, P, BLOCK_N, BLOCK_T)
+        acc += p0
+        if FIX_BATCH >= 2:
+            acc += p1
+        if FIX_BATCH == 4:
+            acc += p2
+            acc += p3
+    tile_n = tile // tiles_t
+    tile_t = tile - tile_n * tiles_t
+    store_c_tile(c_ptr, tl.trans(acc), tile_t * BLOCK_T, tile_n * BLOCK_N, M, N, ldc, alpha, beta,
+                 BLOCK_T, BLOCK_N, C_VEC, BETA_ZERO)
+    tl.store(cnt_ptr + tile, 0)   # every contributor has arrived: reset for the next launch
+
+
 @triton.jit
 def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, beta,
                         COUNTERS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
                         BLOCK_K: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
-                        THREADS: tl.constexpr, FIX_BATCH: tl.constexpr):
+                        THREADS: tl.constexpr, FIX_BATCH: tl.constexpr, LAYOUT: tl.constexpr):
     # --- tile assignment: an equal share of all (tile, K step) iterations per program --------
     # Iterations run tile-major: i = tile * k_steps + k step. Program p takes [p*T//P,
     # (p+1)*T//P): shares differ by at most one step, so no SM idles in a last wave. A share
@@ -79,10 +137,14 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
     ws_ptr = buf_ptr + COUNTERS                        # [2 * P, BLOCK_N, BLOCK_T] fp32 partials
 
     # --- operand staging: host-built TMA descriptors, swap AB ------------------------------
-    # w_desc: W [N, K] (B stored as nn.Linear keeps it), boxes [BLOCK_N, BLOCK_K] -> the wgmma
-    # A operand (64-256 rows, m64 per warpgroup step). x_desc: A = x [M, K], boxes [BLOCK_T,
-    # BLOCK_K] -> the wgmma B operand (K-major view, n = BLOCK_T >= 16 tokens). TMA zero-fills
-    # rows past M or N and columns past K; the compiler rings num_stages boxes through smem.
+    # w_desc: W = B^T, boxes of B as stored -> the wgmma A operand [BLOCK_N, BLOCK_K] (64-256
+    # rows, m64 per warpgroup step): NT's W [N, K] (as nn.Linear keeps it) box by box; NN/TN's B
+    # [K, N] as boxes [BLOCK_K, BLOCK_N] seen through .T (N-major). x_desc: A = x, boxes as
+    # stored -> the wgmma B operand x^T [BLOCK_K, BLOCK_T] (n = BLOCK_T >= 16 tokens): NN/NT's x
+    # [M, K] as boxes [BLOCK_T, BLOCK_K] through .T (K-major), TN's A stored [K, M] box by box.
+    # The swapped problem C^T = B^T A^T reads each operand in the other major order; wgmma
+    # takes 16-bit smem either way. TMA zero-fills rows past M or N and columns past K; the
+    # compiler rings num_stages boxes through smem.
     acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)   # C^T tile: [weight rows, tokens]
     fix_first = -1   # the tile this program completes from partials after its loop, or -1
     fix_last = -1
@@ -95,9 +157,15 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
         kk = i - tile * k_steps
         tile_n = tile // tiles_t
         tile_t = tile - tile_n * tiles_t
-        w = w_desc.load([tile_n * BLOCK_N, kk * BLOCK_K])   # [BLOCK_N, BLOCK_K]
-        x = x_desc.load([tile_t * BLOCK_T, kk * BLOCK_K])   # [BLOCK_T, BLOCK_K]
-        acc = tl.dot(w, x.T, acc)                           # x.T: K-major smem view
+        if LAYOUT == "NT":
+            w = w_desc.load([tile_n * BLOCK_N, kk * BLOCK_K])     # [BLOCK_N, BLOCK_K]
+        else:
+            w = w_desc.load([kk * BLOCK_K, tile_n * BLOCK_N]).T   # box [BLOCK_K, BLOCK_N]: N-major
+        if LAYOUT == "TN":
+            xt = x_desc.load([kk * BLOCK_K, tile_t * BLOCK_T])    # [BLOCK_K, BLOCK_T]
+        else:
+            xt = x_desc.load([tile_t * BLOCK_T, kk * BLOCK_K]).T  # box [BLOCK_T, BLOCK_K]: K-major
+        acc = tl.dot(w, xt, acc)
 
         # --- epilogue: a whole tile goes to C; a piece goes to the workspace ---------------
         if (kk == k_steps - 1) | (i == end - 1):
@@ -115,7 +183,8 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
                 # pipelining this loop): a tile is complete at contributors * THREADS.
                 arrived = tl.atomic_add(cnt_ptr + tile + tl.zeros([THREADS], tl.int32),
                                         tl.full([THREADS], 1, tl.int32), sem="acq_rel")
-                contributors = stream_k_owner(t0 + k_steps - 1, T, P) - stream_k_owner(t0, T, P) + 1
+                contributors = (s14_stream_k_owner_kernel(t0 + k_steps - 1, T, P)
+                                - s14_stream_k_owner_kernel(t0, T, P) + 1)
                 if tl.max(arrived, 0) == contributors * THREADS - 1:   # last: no one to wait for
                     if first:
                         fix_first = tile
@@ -125,11 +194,11 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
 
     # fixups after the loop, so the pipelined loop carries no inner loop; at most 2 per program
     if fix_first >= 0:
-        stream_k_fixup(fix_first, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps,
-                       tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
+        s14_stream_k_fixup_kernel(fix_first, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P,
+                                  k_steps, tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
     if fix_last >= 0:
-        stream_k_fixup(fix_last, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P, k_steps,
-                       tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
+        s14_stream_k_fixup_kernel(fix_last, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, beta, T, P,
+                                  k_steps, tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
 
 
 @functools.lru_cache(maxsize=None)
@@ -212,33 +281,36 @@ def _fix_batch(p):
     return 4 if regs <= 16 else 2 if regs <= 32 else 1
 
 
-def launch(a, b, c, alpha, beta, p):
-    """Run plan p (tests and benchmarks may pass a plan of their own)."""
+def launch(a, b, c, alpha, beta, p, layout="NT"):
+    """Run plan p (tests and benchmarks may pass a plan of their own) in `layout`."""
     M, K = a.shape
     N = b.shape[1]
     if p.name == "data-parallel (s13)":
-        return _s13().matmul(a, b, c, alpha=alpha, beta=beta)
-    bt = b.t()   # W: (N, K) with unit stride along K, as nn.Linear stores it
+        return _s13().matmul(a, b, c, alpha=alpha, beta=beta, layout=layout)
+    x, w = stored_operands(a, b, layout)   # as stored: x (M, K) or TN's (K, M); W (N, K) or (K, N)
+    a_t, b_t = TRANSPOSED[layout]          # TN: x stored K x M; NT: B stored N x K (W itself)
     tiles = triton.cdiv(N, p.block_n) * triton.cdiv(M, p.block_t)
     T = tiles * triton.cdiv(K, p.block_k)
-    programs = min(p.programs, T)   # no empty shares: stream_k_owner relies on it
+    programs = min(p.programs, T)   # no empty shares: s14_stream_k_owner_kernel relies on it
     assert (T + 1) * programs < 2**31, "iteration indices must fit int32"
     ws = _buffer(a.device, tiles, 2 * programs * p.block_n * p.block_t)
-    w_desc = TensorDescriptor(bt, [N, K], [bt.stride(0), 1], [p.block_n, p.block_k])
-    x_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [p.block_t, p.block_k])
+    w_desc = TensorDescriptor(w, list(w.shape), [w.stride(0), 1],
+                              [p.block_n, p.block_k] if b_t else [p.block_k, p.block_n])
+    x_desc = TensorDescriptor(x, list(x.shape), [x.stride(0), 1],
+                              [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k])
     s14_stream_k_kernel[(programs,)](w_desc, x_desc, c, ws, M, N, K, c.stride(0), float(alpha), float(beta),
                                      COUNTERS=COUNTERS, BLOCK_N=p.block_n, BLOCK_T=p.block_t,
                                      BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
-                                     THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p),
+                                     THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p), LAYOUT=layout,
                                      num_warps=p.warps, num_stages=p.stages)
     return c
 
 
-def matmul(a, b, c, alpha=1.0, beta=0.0):
-    """c = alpha * a @ b + beta * c; a (M, K) row-major (tokens), b the (K, N) view of an (N, K)
-    weight."""
+def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
+    """c = alpha * a @ b + beta * c in `layout`: NT a (M, K) row-major (tokens), b the (K, N)
+    view of an (N, K) weight; NN both row-major; TN a the (M, K) view of a (K, M) tensor."""
     M, K = a.shape
-    return launch(a, b, c, alpha, beta, plan(M, b.shape[1], K, _sms(a), beta))
+    return launch(a, b, c, alpha, beta, plan(M, b.shape[1], K, _sms(a), beta), layout)
 
 
-unsupported = tma_unsupported   # TMA: 16-byte aligned a, b and row strides
+unsupported = tma_unsupported   # TMA: 16-byte aligned a, b and row strides, as stored in the layout
