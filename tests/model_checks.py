@@ -230,8 +230,11 @@ def model_group(family, name, device, dtype, steps=4):
     assert variants == {"torch:cublas", "torch:fp32_gemm", f"{family}:{stem}"}, variants
     routed = rows[(rows["what"] == "routed_calls")]
     assert float(routed["value"].iloc[0]) > 0, routed
-    over = rows[rows["what"] == "gemm_err_over_bound"]
-    assert (over["value"] <= 1).all(), over
+    # Every GEMM of one step within the tolerance bound, or (fp16: without loss scaling its
+    # gradients reach fp16's subnormals, where even torch's own GEMMs leave the elementwise
+    # bound) no further from fp64 than torch's own GEMMs of the same step.
+    over = rows[rows["what"] == "gemm_err_over_bound"].set_index("family")["value"]
+    assert over.drop("torch").max() <= max(1.0, over.loc["torch"].max()), over
     rows.insert(0, "gpu", "cpu")
     table = modelpage.training(rows)
     stage_row = table[table["variant"] == f"{family} {stem}"].iloc[0]
