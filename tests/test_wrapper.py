@@ -266,3 +266,29 @@ def test_gpu_tiny_beta_skips_c_and_bumps_version(family, name):
     k(a, b, c, beta=TINY)   # 0 in float32: no family reads the NaNs
     assert c._version > before
     torch.testing.assert_close(c.cpu(), a.cpu() @ b.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_checks_paid_once_per_signature(monkeypatch, no_stream):
+    """A second call with operands of the same shapes, strides, dtypes, device and 16-byte
+    alignment (C allocated by the kernel) skips the checks that passed for the first; anything
+    else (another alignment, shape, C given, a non-float scalar) takes the full path again, so
+    a refusal is never skipped."""
+    launches, seen = [], []
+    k = fake_cuda(launches)
+    real = kernels.check_operands
+    monkeypatch.setattr(kernels, "check_operands", lambda *a, **kw: seen.append(1) or real(*a, **kw))
+    a, b, c = operands(M=8, K=8, N=8)
+    k(a, b)
+    k(a.clone(), b.clone())
+    assert len(seen) == 1 and len(launches) == 2
+    k(a, b, c)                                    # C given: overlap depends on addresses
+    k(a, b, alpha=2)                              # an int alpha
+    k(torch.randn(8, 9)[:, 1:], b)                # another 16-byte alignment of a
+    k(torch.randn(16, 8), b)                      # another shape
+    assert len(seen) == 5 and len(launches) == 6
+    with pytest.raises(ValueError, match="requires grad"):
+        k(a.clone().requires_grad_(True), b)      # refused before the cache is looked at
+    refusing = fake_cuda(launches, why="lda must be a multiple of 4")
+    for _ in range(2):                            # a refusal is never cached
+        with pytest.raises(ValueError, match="lda must be a multiple of 4"):
+            refusing(a, b)
