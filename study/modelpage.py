@@ -188,6 +188,21 @@ def findings(data: Data) -> list:
     if len(train) and bound is not None:
         stages = train[~train["variant"].str.startswith("torch")]
         ok = (stages["within bound"] == "yes").sum()
+        gaps = exact_gaps(m)
+        same = [v for v, g in gaps.items() if g == 0]
+        drift = {v: g for v, g in gaps.items() if g > 0 and v != YARD}
+        tail = (f"; {len(same)} of them give exactly torch's loss at every logged step (all but the stages that "
+                f"split K), while " + ", ".join(_name(v) for v in drift) + " and the fp32 yardstick "
+                f"drift up to {max(list(drift.values()) + [gaps.get(YARD, 0)]):.2f} nats"
+                if same and drift else "")
         out.append(f"Training a small GPT through each 16-bit stage: {ok} of {len(stages)} stay within "
-                   f"{bound:.3f} nats of torch's loss at every logged step ({link}).")
+                   f"{bound:.3f} nats of torch's loss at every logged step{tail} ({link}).")
     return out
+
+
+def exact_gaps(m: pd.DataFrame) -> dict:
+    """{variant: largest |loss - torch's loss| over the logged steps}, as recorded (0: identical)."""
+    loss = _rows(m, "loss").pivot_table(index="size", columns="variant", values="value")
+    if TORCH not in loss:
+        return {}
+    return {v: float((loss[v] - loss[TORCH]).abs().max()) for v in loss.columns if v != TORCH}
