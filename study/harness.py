@@ -100,6 +100,16 @@ class Operands:
             return dequantize(self.a, self.call_kwargs["scale_a"]) @ dequantize(self.w, self.call_kwargs["scale_b"]).t()
         return self.a.double() @ self.w.double().t()
 
+    @functools.cached_property
+    def abs_scale(self) -> torch.Tensor:
+        """|A| @ |B| in float64: the per-element scale of the rounding errors (tolerance.abs_scale)."""
+        if self.call_kwargs:
+            from .fp8 import dequantize
+
+            return dequantize(self.a, self.call_kwargs["scale_a"]).abs() @ \
+                dequantize(self.w, self.call_kwargs["scale_b"]).abs().t()
+        return self.a.double().abs() @ self.w.double().abs().t()
+
     @property
     def out_dtype(self) -> torch.dtype:
         from .tolerance import OUT_DTYPE
@@ -152,6 +162,9 @@ def quantiles(samples: list) -> tuple:
     t = torch.tensor(samples, dtype=torch.float64)
     q = torch.quantile(t, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
     return float(q[1]), float(q[0]), float(q[2])
+
+
+ALPHA, BETA = 1.5, 0.5   # the scalars of the study's second check (alpha/beta epilogues)
 
 
 class Timer:
@@ -240,13 +253,50 @@ class Timer:
         med, q1, q3 = quantiles(self.samples)
         return Timing(med, q1, q3, len(self.samples), self.graph is not None)
 
-    def check(self):
-        """(rel_err, bound) of a fresh call's output against the fp64 reference."""
+    def check(self) -> tuple:
+        """(rel_err, bound, problems) of a fresh call against the fp64 reference, by the test
+        suite's policy: the relative Frobenius error within its bound (rel_err, bound), every
+        element within the elementwise bound, and (calls marked `alpha_beta`: the study's
+        kernels, not fp8) C = ALPHA A B + BETA C0 on a finite C0 likewise; problems lists what
+        failed ([] if nothing)."""
+        fast = getattr(self.call, "fast_accum", False)
+        lim = bound(self.ops.precision, self.ops.K, fast)
         c = self.ops.output()
         self.call(self.ops.a_of(self.layout), self.ops.b(self.layout), c, **self.ops.call_kwargs)
         torch.cuda.synchronize()
-        return (rel_error(c, self.ops.reference),
-                bound(self.ops.precision, self.ops.K, getattr(self.call, "fast_accum", False)))
+        err = rel_error(c, self.ops.reference)
+        problems = self._elementwise(c, self.ops.reference, self.ops.abs_scale, "")
+        if getattr(self.call, "alpha_beta", False) and not self.ops.call_kwargs:
+            gen = torch.Generator(device=DEVICE).manual_seed(self.ops.seed + 1)
+            c0 = torch.randn(self.ops.M, self.ops.N, device=DEVICE, generator=gen).to(self.ops.out_dtype)
+            c = c0.clone()
+            self.call(self.ops.a_of(self.layout), self.ops.b(self.layout), c, alpha=ALPHA, beta=BETA)
+            torch.cuda.synchronize()
+            ref = ALPHA * self.ops.reference + BETA * c0.double()
+            e2 = rel_error(c, ref)
+            if not e2 <= lim:
+                problems.append(f"alpha/beta ({ALPHA}, {BETA}): relative error {e2:.3g} > {lim:.3g}")
+            problems += self._elementwise(c, ref, abs(ALPHA) * self.ops.abs_scale + abs(BETA) * c0.double().abs(),
+                                          f"alpha/beta ({ALPHA}, {BETA}): ")
+        return err, lim, problems
+
+    def check_replay(self) -> list:
+        """After use_graph: one replay's output against the reference (Frobenius and elementwise);
+        what failed, or []."""
+        self.c.fill_(float("nan"))
+        self.graph.replay()
+        torch.cuda.synchronize()
+        err, lim = rel_error(self.c, self.ops.reference), bound(self.ops.precision, self.ops.K,
+                                                               getattr(self.call, "fast_accum", False))
+        out = [] if err <= lim else [f"graph replay: relative error {err:.3g} > {lim:.3g}"]
+        return out + self._elementwise(self.c, self.ops.reference, self.ops.abs_scale, "graph replay: ")
+
+    def _elementwise(self, out, ref, scale, what: str) -> list:
+        from . import tolerance
+
+        n, worst = tolerance.max_elem_violations(out, ref, scale, self.ops.precision, self.ops.K,
+                                                 fast_accum=getattr(self.call, "fast_accum", False))
+        return [f"{what}{n} of {out.numel()} elements past the elementwise bound (worst {worst:.1f}x)"] if n else []
 
     def release(self):
         self.graph, self._sets, self.c = None, None, None

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .plan import FAST_ACCUM, Entry, Shape
+from .registry import SCALED
 
 ROUND_HEAD_START_CYCLES = 4_000_000  # ~2 ms GPU spin before each round of timed repeats
 NOT_RUNNABLE = "not runnable: "
@@ -44,16 +45,21 @@ def make_call(entry: Entry):
 
     if entry.kind == "finding":
         module = TritonKernel(find("triton", entry.stage)).module
-        return lambda a, b, c: module.matmul(a, b, c)
+
+        def finding(a, b, c, alpha=1.0, beta=0.0):
+            return module.matmul(a, b, c, alpha=alpha, beta=beta)
+        finding.alpha_beta = True
+        return finding
     fast = entry.kind == FAST_ACCUM
     if entry.family in BASELINES:   # cuBLAS, Inductor: named by precision
         k = kernel(entry.family, entry.precision, layout=entry.layout, fast_accum=fast)
     else:
         k = kernel(entry.family, entry.stage, fast_accum=fast)
 
-    def call(a, b, c, **scales):
-        return k(a, b, c, **scales)
+    def call(a, b, c, alpha=1.0, beta=0.0, **scales):
+        return k(a, b, c, alpha=alpha, beta=beta, **scales)
     call.fast_accum = fast
+    call.alpha_beta = entry.precision not in SCALED   # the second check (harness.Timer.check)
     return call
 
 
@@ -110,7 +116,7 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         t = Timer(call, ops, entry.layout, flush)
         try:
             warm_s = t.warm()
-            err, tol = t.check()
+            err, tol, problems = t.check()
             single = t.single_ms()
             if single < 2 * GRAPH_BELOW_MS:   # it may decide the shape's timing mode: best of 3
                 single = min(single, t.single_ms(), t.single_ms())
@@ -124,10 +130,11 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
             rows[entry] = result_row(entry, shape, status="error", reason=reason)
             skip[entry] = f"failed at {shape.name}: {reason}"
             continue
-        ok = math.isfinite(err) and err <= tol
+        if not (math.isfinite(err) and err <= tol):
+            problems.insert(0, f"relative error {err:.3g} > tolerance {tol:.3g}")
+        ok = not problems
         rows[entry] = result_row(entry, shape, rel_err=err, tol=tol, warmup_s=warm_s,
-                           status="ok" if ok else "wrong",
-                           reason="" if ok else f"relative error {err:.3g} > tolerance {tol:.3g}")
+                                 status="ok" if ok else "wrong", reason="; ".join(problems)[:300])
         if single < 1e3 * settings.slow_call_s:
             singles[entry] = (t, single)
         else:  # checked, but too slow to time here: its row has no timing, so it is not "ok"
@@ -150,6 +157,9 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         if graphed and single < GRAPH_MAX_MS:
             try:
                 t.use_graph()
+                bad = t.check_replay()   # a replay computes what a plain call does
+                if bad and rows[entry]["status"] == "ok":
+                    rows[entry].update(status="wrong", reason="; ".join(bad)[:300])
             except Exception as exc:  # not capturable: plain launches still time it
                 if not context_alive():
                     raise
@@ -235,7 +245,6 @@ def bench(fn, shapes, precision: str = "fp32", *, layout: str = "NN", name: str 
     if layout not in ("NN", "NT"):
         raise ValueError(f"layout must be NN or NT, got {layout!r}")
     from .plan import FP8_SCALINGS
-    from .registry import SCALED
 
     if precision in SCALED:
         scaling = scaling or FP8_SCALINGS[0]

@@ -270,7 +270,10 @@ def test_one_timing_mode_per_shape_rule(monkeypatch):
             return 0.0
 
         def check(self):
-            return 0.0, 1.0
+            return 0.0, 1.0, []
+
+        def check_replay(self):
+            return []
 
         def single_ms(self):
             return self.singles.pop(0) if len(self.singles) > 1 else self.singles[0]
@@ -309,3 +312,63 @@ def test_one_timing_mode_per_shape_rule(monkeypatch):
     assert modes(call(1.2 * line), call(3 * line)) == [False, False]
     # first single inflated past the line, the next two under it: graphed, and so is its neighbour
     assert modes(call(1.5 * line, 0.5 * line, 0.6 * line), call(3 * line)) == [True, True]
+
+
+def test_verdict_uses_the_whole_check(monkeypatch):
+    """A row is ok only if every part of the check passed: the plain call's Frobenius error, its
+    elementwise bound, the alpha/beta call, and a graph replay's output; otherwise wrong, with
+    what failed as the reason."""
+    import torch
+
+    from study import harness
+    from study import measure as m
+
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    verdicts = {"good": ([], []), "elementwise": (["3 of 4096 elements past the elementwise bound"], []),
+                "replay": ([], ["graph replay: relative error 0.3 > 0.01"])}
+
+    class FakeTimer:
+        def __init__(self, call, ops, layout, flush):
+            self.call, self.graph, self.calls_per_rep, self.samples, self._pending = call, None, 1, [], []
+
+        def warm(self):
+            return 0.0
+
+        def check(self):
+            return 1e-3, 1e-2, list(verdicts[self.call.name][0])
+
+        def check_replay(self):
+            return list(verdicts[self.call.name][1])
+
+        def single_ms(self):
+            return 0.01
+
+        def use_graph(self):
+            self.graph, self.calls_per_rep = object(), harness.GRAPH_CALLS
+
+        def queue(self):
+            self._pending.append(1)
+
+        def collect(self):
+            self.samples += [1.0] * len(self._pending)
+            self._pending = []
+
+        def timing(self):
+            return harness.Timing(1.0, 1.0, 1.0, len(self.samples), self.graph is not None)
+
+        def release(self):
+            pass
+
+    monkeypatch.setattr(harness, "Timer", FakeTimer)
+    monkeypatch.setattr(harness, "Operands", lambda *a, **k: None)
+    calls = []
+    for name in verdicts:
+        f = lambda a, b, c: None   # noqa: E731
+        f.name = name
+        calls.append((m.Entry("user", name, "fp32", "NN"), f))
+    rows = {r["stage"]: r for r in m.measure_shape(calls, m.Shape(64, 64, 64), "fp32", None, m.Settings(), {})}
+    assert rows["good"]["status"] == "ok" and rows["good"]["reason"] == ""
+    assert rows["elementwise"]["status"] == "wrong" and "elementwise" in rows["elementwise"]["reason"]
+    assert rows["replay"]["status"] == "wrong" and rows["replay"]["reason"].startswith("graph replay")
