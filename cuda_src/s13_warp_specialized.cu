@@ -207,17 +207,6 @@ const char* unsupported_t(const gemm::Problem<T>& p) {
   return hopper::tma_operand_problem(p);  // per layout: the strided dimension of each operand
 }
 
-// Multiprocessors of device `dev`, read once per device: the persistent grid is sized for the
-// GPU the launch runs on (the current device), also on a host with GPUs of different SM counts
-// or after a cudaSetDevice. 0 if the query fails or dev is out of range.
-inline int sm_count(int dev) {
-  static int sms[64] = {};
-  if (dev < 0 || dev >= 64) return 0;
-  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms[dev] = 0;
-  return sms[dev];
-}
-
 // G: tile rows per group of the tile order (GROUP_M by default; others only for measuring).
 template <typename T, gemm::Layout L, int G = GROUP_M>
 cudaError_t launch_g(const gemm::Problem<T>& p, cudaStream_t stream) {
@@ -238,7 +227,7 @@ cudaError_t launch_g(const gemm::Problem<T>& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   int dev = 0;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-  const int sms = sm_count(dev);
+  const int sms = hopper::sm_count(dev);  // of the launching GPU
   if (!sms) return cudaErrorInvalidDevice;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
   const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, BN);

@@ -384,14 +384,6 @@ struct Plan {
   Schedule s;
 };
 
-inline int sm_count(int dev) {
-  static int sms[64] = {};
-  if (dev < 0 || dev >= 64) return 0;
-  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms[dev] = 0;
-  return sms[dev];
-}
-
 // Swapped tile width: the tokens rounded up to a wgmma N, at least q_min (MN_Q_MIN for TN).
 inline int swap_bn(int M, int q_min) {
   const int bn = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
@@ -536,14 +528,14 @@ cudaError_t launch_plan(const gemm::Problem<T>& p, const Plan& pl, cudaStream_t 
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return e;
-    if ((e = workspace(dev, sm_count(dev), stream, &ws)) != cudaSuccess) return e;
+    if ((e = workspace(dev, hopper::sm_count(dev), stream, &ws)) != cudaSuccess) return e;
   }
   return gemm::with_layout(p.layout, [&](auto l) { return launch_layout<T, decltype(l)::value>(p, pl, ws, stream); });
 }
 
 inline int current_sms() {
   int dev = 0;
-  return cudaGetDevice(&dev) == cudaSuccess ? sm_count(dev) : 0;
+  return cudaGetDevice(&dev) == cudaSuccess ? hopper::sm_count(dev) : 0;
 }
 
 template <typename T>

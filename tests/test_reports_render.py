@@ -246,6 +246,42 @@ def test_quick_run_never_replaces_the_full_tables():
     assert cli._root(p.parse_args(["reports", "--quick", "--out", "/tmp/x"])) == Path("/tmp/x")
 
 
+class _FakeTimer:
+    """harness.Timer without a GPU: a passing check, fixed timings (tests override parts)."""
+
+    def __init__(self, call, ops, layout, flush):
+        self.call, self.graph, self.calls_per_rep, self.samples, self._pending = call, None, 1, [], []
+
+    def warm(self):
+        return 0.0
+
+    def check(self):
+        return 0.0, 1.0, []
+
+    def check_replay(self):
+        return []
+
+    def use_graph(self):
+        from study import harness
+
+        self.graph, self.calls_per_rep = object(), harness.GRAPH_CALLS
+
+    def queue(self):
+        self._pending.append(1)
+
+    def collect(self):
+        self.samples += [1.0] * len(self._pending)
+        self._pending = []
+
+    def timing(self):
+        from study import harness
+
+        return harness.Timing(1.0, 1.0, 1.0, len(self.samples), self.graph is not None)
+
+    def release(self):
+        pass
+
+
 def test_one_timing_mode_per_shape_rule(monkeypatch):
     """measure_shape's timing-mode rule without a GPU (Timer replaced by a fake that reports a
     fixed call time): where the shape's fastest call is under GRAPH_BELOW_MS every call under
@@ -261,38 +297,13 @@ def test_one_timing_mode_per_shape_rule(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
 
-    class FakeTimer:
+    class FakeTimer(_FakeTimer):
         def __init__(self, call, ops, layout, flush):
-            self.call, self.graph, self.calls_per_rep, self.samples, self._pending = call, None, 1, [], []
+            super().__init__(call, ops, layout, flush)
             self.singles = list(call.singles)
-
-        def warm(self):
-            return 0.0
-
-        def check(self):
-            return 0.0, 1.0, []
-
-        def check_replay(self):
-            return []
 
         def single_ms(self):
             return self.singles.pop(0) if len(self.singles) > 1 else self.singles[0]
-
-        def use_graph(self):
-            self.graph, self.calls_per_rep = object(), harness.GRAPH_CALLS
-
-        def queue(self):
-            self._pending.append(1)
-
-        def collect(self):
-            self.samples += [1.0] * len(self._pending)
-            self._pending = []
-
-        def timing(self):
-            return harness.Timing(1.0, 1.0, 1.0, len(self.samples), self.graph is not None)
-
-        def release(self):
-            pass
 
     monkeypatch.setattr(harness, "Timer", FakeTimer)
     monkeypatch.setattr(harness, "Operands", lambda *a, **k: None)
@@ -329,13 +340,7 @@ def test_verdict_uses_the_whole_check(monkeypatch):
     verdicts = {"good": ([], []), "elementwise": (["3 of 4096 elements past the elementwise bound"], []),
                 "replay": ([], ["graph replay: relative error 0.3 > 0.01"])}
 
-    class FakeTimer:
-        def __init__(self, call, ops, layout, flush):
-            self.call, self.graph, self.calls_per_rep, self.samples, self._pending = call, None, 1, [], []
-
-        def warm(self):
-            return 0.0
-
+    class FakeTimer(_FakeTimer):
         def check(self):
             return 1e-3, 1e-2, list(verdicts[self.call.name][0])
 
@@ -344,22 +349,6 @@ def test_verdict_uses_the_whole_check(monkeypatch):
 
         def single_ms(self):
             return 0.01
-
-        def use_graph(self):
-            self.graph, self.calls_per_rep = object(), harness.GRAPH_CALLS
-
-        def queue(self):
-            self._pending.append(1)
-
-        def collect(self):
-            self.samples += [1.0] * len(self._pending)
-            self._pending = []
-
-        def timing(self):
-            return harness.Timing(1.0, 1.0, 1.0, len(self.samples), self.graph is not None)
-
-        def release(self):
-            pass
 
     monkeypatch.setattr(harness, "Timer", FakeTimer)
     monkeypatch.setattr(harness, "Operands", lambda *a, **k: None)

@@ -405,6 +405,17 @@ inline cudaError_t make_tmap_kmajor(CUtensorMap* map, const T* base, int rows, i
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// Multiprocessors of device `dev`, read once per device: a persistent grid is sized for the GPU
+// the launch runs on (the current device), also on a host with GPUs of different SM counts or
+// after a cudaSetDevice. 0 if the query fails or dev is out of range.
+inline int sm_count(int dev) {
+  static int sms[64] = {};
+  if (dev < 0 || dev >= 64) return 0;
+  if (!sms[dev] && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms[dev] = 0;
+  return sms[dev];
+}
+
 // Tensor map of one operand of extent mn (M of A, N of B) x k: K-major, boxes of box_rows x 64 k
 // (SW128 K-major tiles); MN-major (stored [k][mn], mn contiguous), boxes of 64 k x 64 mn
 // (SW128 MN-major boxes, tma_load_operand issues box_rows / 64 of them per tile).
