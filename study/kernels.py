@@ -23,7 +23,7 @@ import torch
 from . import build, device, fp8, ops, registry
 from .ops import gemm, gemm_  # noqa: F401 (study.gemm / study.gemm_: the ops, with this module's factory)
 from .baselines import check_baseline, fp8_reason, refuse_scaled_mm
-from .operands import DTYPES, OUT_DTYPES, Problem, check_operands, kernel_beta  # noqa: F401 (DTYPES: study.kernels.DTYPES)
+from .operands import DTYPES, OUT_DTYPES, Problem, check_operands, kernel_beta, signature  # noqa: F401 (DTYPES: study.kernels.DTYPES)
 from .registry import SCALED, Stage
 from .torchflags import matmul_flags, restore_flags
 
@@ -49,7 +49,7 @@ class Kernel:
                                      f"study.Linear or study.use (autograd through the stage), or torch.no_grad()")
         if torch.compiler.is_compiling():   # Dynamo cannot trace a raw launch: run it as an opaque op
             return ops.traced(self, a, b, c, alpha, beta, scale_a, scale_b)
-        key = _signature(a, b, c, alpha, beta, scale_a, scale_b)
+        key = signature(a, b, c, alpha, beta, scale_a, scale_b)
         p = self.__dict__.setdefault("_passed", {}).get(key) if key is not None else None
         if p is not None:   # every check below passed for operands of this signature: launch at once
             c = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
@@ -109,19 +109,6 @@ class Kernel:
     def __repr__(self):
         fast = " fast_accum" if self.fast_accum else ""
         return f"<study kernel {self.family}:{self.name} {'/'.join(self.precisions)} {','.join(getattr(self, 'layouts', (self.layout,)))}{fast}>"
-
-
-def _signature(a, b, c, alpha, beta, scale_a, scale_b):
-    """What every check of a call with C allocated by the kernel depends on (shapes, strides,
-    dtypes, device, 16-byte alignment of the data, alpha and beta), or None for calls that always
-    take the full path (C given: its overlap with a and b depends on the addresses; fp8 scales;
-    non-float scalars). Calls of one signature pass or fail the checks alike, so the host cost
-    of checking is paid once per signature (nn.Linear's calls repeat a handful of them)."""
-    if c is not None or scale_a is not None or scale_b is not None or type(alpha) is not float \
-            or type(beta) is not float or type(a) is not torch.Tensor or type(b) is not torch.Tensor:
-        return None
-    return (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
-            b.data_ptr() & 15, alpha, beta)
 
 
 class CudaKernel(Kernel):

@@ -210,7 +210,7 @@ def test_harness_never_writes_ok_without_timing(monkeypatch):
             return 0.0
 
         def check(self):
-            return 1e-7, 1e-5
+            return 1e-7, 1e-5, []
 
         def single_ms(self):
             return 5000.0
