@@ -4,22 +4,24 @@
 
 tests/test_interp.py starts this in subprocesses: TRITON_INTERPRET must be set before any
 Triton kernel is imported, which the pytest process (it compiles the same kernels ahead of time
-for sm_90) cannot do. Each stage runs gemm_checks.battery() on the interpreter shapes for every
-precision its header names (bf16 skipped: its tl.dot is broken in the interpreter, triton issue
-11584), plus NaN/Inf propagation. fp8 (gemm_checks.variants: K fitted to 16-byte rows, both
-scalings, scales as keywords, bf16 C, dequantised fp64 reference) also on INTERP_SHAPES_FP8 (more
-than one 128-deep K block), and the battery again with fast_accum=True (its own, looser bound);
-fp8 NaN propagation is skipped here (FP8_NAN_REASON) and checked on the GPU. Output: one JSON
-object per line, {"stem", "path", "precision", "case", "status": pass|fail|skip, "message",
-"seconds"}; a fast_accum case's name ends in "-fast".
+for sm_90) cannot do. Each stage runs every test class of the "interp" platform
+(gemm_checks.PLATFORM_CLASSES: shapes, alpha_beta, ints, seeds, nonfinite, views, int32) for
+every precision its header names, through gemm_checks.run_cases (a case the stage refuses by its
+declared limits runs at its fitted shape; C inside a guard band). bf16 is skipped (its tl.dot is
+broken in the interpreter, triton issue 11584). fp8 (gemm_checks.variants: K fitted to 16-byte
+rows, both scalings, scales as keywords, bf16 C, dequantised fp64 reference) also on
+INTERP_SHAPES_FP8 (more than one 128-deep K block), and every class again with fast_accum=True
+(its own, looser bound); fp8 NaN propagation is skipped here (FP8_NAN_REASON) and checked on the
+GPU. Output: one JSON object per line, {"stem", "path", "precision", "class", "case", "ran",
+"status": pass|fail|refused|skip, "check", "error", "message", "seconds"} (run_cases' records);
+a fast_accum case's name ends in "-fast"; a stage that does not import gives one record of class
+and case "load".
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
-import time
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,48 +41,34 @@ def main(paths) -> int:
     from study.kernels import TritonKernel
     from study.registry import SCALED, parse_header
 
+    def emit(rec):
+        print(json.dumps(rec), flush=True)
+
     for path in paths:
         stage = parse_header(Path(path), "triton")
         base = {"stem": stage.stem, "path": str(path)}
         try:
             kern = TritonKernel(stage)
         except Exception as exc:  # import errors are this stage's failure, not the run's
-            print(json.dumps({**base, "precision": "-", "case": "load", "status": "fail",
-                              "message": f"{type(exc).__name__}: {exc}", "seconds": 0}), flush=True)
+            emit({**base, "precision": "-", "class": "load", "case": "load", "ran": "", "status": "fail",
+                  "check": "", "error": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}", "seconds": 0})
             continue
         for prec in stage.precisions:
             scaled = prec in SCALED
-            shapes = gc.INTERP_SHAPES + (gc.INTERP_SHAPES_FP8 if scaled else [])
-            cases = gc.battery(prec, stage.layout, shapes, gc.INTERP_AB_SHAPE)
-            runs = [(kern, "", case) for case in cases + ["nonfinite"]]
-            if scaled:   # the fast-accumulation path: the same cases, the fast_accum bound
-                fast = TritonKernel(stage, fast_accum=True)
-                runs += [(fast, "-fast", case) for case in cases + ["nonfinite"]]
-            for k, suffix, case in runs:
-                name = (case if isinstance(case, str) else case.id) + suffix
-                rec = {**base, "precision": prec, "case": name}
-                skip = BF16_REASON if prec == "bf16" else \
-                    FP8_NAN_REASON if scaled and case == "nonfinite" else None
-                if skip:
-                    print(json.dumps({**rec, "status": "skip", "message": skip, "seconds": 0}), flush=True)
-                    continue
-                t = time.perf_counter()
-                try:
-                    if case == "nonfinite":
-                        gc.check_nonfinite(k, prec, "cpu", stage.layout)
-                    else:
-                        gc.check_case(k, case, prec, "cpu")
-                    status, msg = "pass", ""
-                except AssertionError as exc:
-                    status, msg = "fail", str(exc)
-                except ValueError as exc:   # a declared limit (unsupported()) is a skip, not a bug
-                    declared = not stage.limits.lower().startswith("none")
-                    status, msg = ("skip" if declared else "fail"), f"ValueError: {exc}"
-                except Exception as exc:
-                    status = "fail"
-                    msg = f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=3)[-1500:]
-                print(json.dumps({**rec, "status": status, "message": msg[:2000],
-                                  "seconds": round(time.perf_counter() - t, 3)}), flush=True)
+            kerns = [(kern, "")] + ([(TritonKernel(stage, fast_accum=True), "-fast")] if scaled else [])
+            for k, suffix in kerns:
+                align = gc.alignment(k, prec)
+                for cls in gc.PLATFORM_CLASSES["interp"]:
+                    cases = gc.class_cases(cls, "interp", prec, stage.layout, align)
+                    skip = BF16_REASON if prec == "bf16" else \
+                        FP8_NAN_REASON if scaled and cls == "nonfinite" else None
+                    if skip:
+                        for case in cases:
+                            emit({**base, "precision": prec, "class": cls, "case": case.id + suffix, "ran": "",
+                                  "status": "skip", "check": "", "error": "", "message": skip, "seconds": 0})
+                        continue
+                    for rec in gc.run_cases(k, cls, cases, prec, "cpu"):
+                        emit({**base, "precision": prec, **rec, "case": rec["case"] + suffix})
     return 0
 
 

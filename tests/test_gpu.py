@@ -12,6 +12,13 @@ C in the stage's output type, the dequantised fp64 reference and the bound of th
 accumulation (a CUDA stage's fast_accum configuration in test_every_config). cuBLAS and Inductor
 fp8, fast accumulation of every fp8 kernel, scale refusals and the study's own fp8 path are in
 test_gpu_fp8.py, not repeated here.
+
+Every test class of gemm_checks (shapes, alpha_beta, ints, seeds, nonfinite, views, int32,
+deterministic: gemm_checks.class_cases) runs on every kernel through gemm_checks.run_cases: a case
+a stage refuses by its declared limits runs at its fitted shape (the dimensions its layout
+stores as rows rounded up to its alignment, gemm_checks.fit_case) instead of being skipped, C
+sits in a guard band checked after every call, and a class of which no case ran fails (only a
+GPU without the stage's shared memory skips, saying so).
 """
 from __future__ import annotations
 
@@ -26,9 +33,8 @@ import torch
 
 import gemm_checks as gc
 import study
-from study import registry, tolerance
+from study import registry
 from study.kernels import DTYPES
-from study.operands import TRANSPOSED
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -144,19 +150,45 @@ def _assert_valid_refusal(k, exc):
         f"{k.name}: a refusal must name the argument: {msg!r}"
 
 
-def _limits_refusal(k, exc):
-    """A valid refusal ends the test as a skip that says which limit it was."""
-    _assert_valid_refusal(k, exc)
-    pytest.skip(f"declared limit: {exc}")
+def _device_skip(k, exc):
+    """A refusal of a fitted case: a skip only where this GPU lacks the stage's shared memory,
+    else a failure (the stage refuses a shape at its own alignment)."""
+    if "shared memory" in str(exc):
+        pytest.skip(f"this GPU cannot run {k.name}: {exc}")
+    pytest.fail(f"{k.name} refused a case fitted to its alignment: {exc}")
 
 
-def run_checked(k, case, prec):
-    """Check a case (fp8: each of its gc.variants); a declared limit's refusal is a skip."""
-    try:
-        for v in gc.variants(case, prec):
-            gc.check_case(k, v, prec, DEV)
-    except ValueError as exc:
-        _limits_refusal(k, exc)
+def run_checked(k, case, prec, check=None):
+    """Check a case (fp8: each of its gc.variants), at its fitted shape where the stage refuses
+    it (gc.run_fitted); a refusal of the fitted case fails (or skips: _device_skip)."""
+    for v in gc.variants(case, prec):
+        try:
+            gc.run_fitted(k, v, prec, DEV, check=check)
+        except ValueError as exc:
+            _assert_valid_refusal(k, exc)
+            _device_skip(k, exc)
+
+
+def check_records(k, recs, cls):
+    """Fail on any failure of a class's run_cases records and on a class of which no case ran;
+    refusals (allowed only for unaligned views of a stage with declared limits) must name the
+    argument; a class all skipped for the GPU's shared memory skips."""
+    for r in recs:
+        if r["status"] == "refused":
+            assert re.search(r"\b(a|b|c|lda|ldb|ldc|M|N|K)\b", r["message"]), \
+                f"{k.name} {r['case']}: a refusal must name the argument: {r['message']}"
+    problems = gc.class_problems(recs, cls)
+    assert not problems, f"{k.name} [{cls}]: " + "\n".join(problems)
+    if recs and all(r["status"] == "skip" for r in recs):
+        pytest.skip(recs[0]["message"])
+
+
+def run_class(k, cls, prec, layout):
+    """Every case of test class `cls` (gc.class_cases, GPU platform) through gc.run_cases."""
+    cases = gc.class_cases(cls, "gpu", prec, layout, gc.alignment(k, prec))
+    recs = gc.run_cases(k, cls, cases, prec, DEV)
+    check_records(k, recs, cls)
+    return recs
 
 
 SHAPES = gc.GPU_SHAPES + gc.GPU_LARGE
@@ -166,54 +198,42 @@ SHAPES = gc.GPU_SHAPES + gc.GPU_LARGE
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
 def test_shapes(kern, shape):
     k, prec, layout = kern
-    run_checked(k, gc.Case(*shape, layout=layout), prec)
+    recs = gc.run_cases(k, "shapes", gc.variants(gc.Case(*shape, layout=layout), prec), prec, DEV)
+    check_records(k, recs, "shapes")
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_alpha_beta(kern):
     """Every alpha/beta combination (beta == 0 on a NaN-filled C, alpha == 0) on a ragged shape."""
     k, prec, layout = kern
-    for alpha, beta in gc.ALPHA_BETA[1:]:
-        run_checked(k, gc.Case(*gc.GPU_AB_SHAPE, alpha=alpha, beta=beta, layout=layout), prec)
+    run_class(k, "alpha_beta", prec, layout)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_integer_inputs_exact(kern):
     """Small integer inputs: every partial sum is exact, so the output must equal the reference
     bit for bit (int_range keeps |C| inside the output format's exact integers; fp8: integers
-    stored exactly in e4m3, power-of-two scales)."""
+    stored exactly in e4m3, power-of-two scales); with alpha/beta too, and C once contiguous."""
     k, prec, layout = kern
-    for shape in [(127, 131, 257), (256, 256, 64)]:
-        run_checked(k, gc.Case(*shape, ints=True, layout=layout), prec)
-    run_checked(k, gc.Case(127, 131, 257, ints=True, alpha=2.0, beta=-1.0, layout=layout), prec)
+    run_class(k, "ints", prec, layout)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_seeds(kern):
     k, prec, layout = kern
-    for seed in (1, 2, 3):
-        run_checked(k, gc.Case(257, 263, 509, seed=seed, layout=layout), prec)
+    run_class(k, "seeds", prec, layout)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_deterministic(kern):
     k, prec, layout = kern
-    try:
-        for v in gc.variants(gc.Case(1000, 1000, 1000, layout=layout), prec):
-            gc.check_deterministic(k, v, prec, DEV, runs=3)
-        for v in gc.variants(gc.Case(513, 769, 2049, beta=0.5, layout=layout), prec):
-            gc.check_deterministic(k, v, prec, DEV, runs=2)
-    except ValueError as exc:
-        _limits_refusal(k, exc)
+    run_class(k, "deterministic", prec, layout)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_nonfinite_propagate(kern):
     k, prec, layout = kern
-    try:
-        gc.check_nonfinite(k, prec, DEV, layout)
-    except ValueError as exc:
-        _limits_refusal(k, exc)
+    run_class(k, "nonfinite", prec, layout)
 
 
 def _operands(layout, prec, M=67, N=45, K=77, seed=5, scaling=""):
@@ -222,72 +242,26 @@ def _operands(layout, prec, M=67, N=45, K=77, seed=5, scaling=""):
     return gc.make_operands(gc.Case(M, N, K, seed=seed, layout=layout, scaling=scaling), prec, DEV)
 
 
-def _view_variants(layout, prec, scaling=""):
-    """(name, a, b, scales): operands that are views of the tensors as the layout stores them
-    (A (M, K), TN's (K, M); B (K, N), NT's (N, K)): offset by one element (misaligned), padded
-    leading dimensions (fp8 also by 16 elements, the 16 bytes its TMA rows need, so that views
-    run, not only get refused). Each must work or raise ValueError."""
-    a, b, c0, scales = _operands(layout, prec, scaling=scaling)
-    M, K = a.shape
-    N = b.shape[1]
-    a_t, b_t = TRANSPOSED[layout]
-    out = []
-
-    def rnd(*shape):   # tf32 operands pre-rounded, as in gemm_checks.make_operands
-        return tolerance.round_inputs(torch.randn(*shape, device=DEV), prec).to(DTYPES[prec])
-
-    def views(rows, cols, transposed, step, pad):
-        """(offset view, padded view) of a stored (rows, cols) tensor, as the operand sees it."""
-        big = rnd(rows, cols + pad)
-        pick = (lambda t: t.t()) if transposed else (lambda t: t)
-        return pick(big[:, step:cols + step]), pick(big[:, :cols])
-    for step, tag in [(1, ("-offset-by-one", "-padded-ld"))] + \
-            ([(16, ("-offset-by-16", "-padded-ld-16"))] if prec in gc.SCALED else []):
-        pad = 9 if step == 1 else step
-        for view, name in zip(views(*((K, M) if a_t else (M, K)), a_t, step, pad), tag):
-            out.append(("a" + name, view, b, scales))
-        for view, name in zip(views(*((N, K) if b_t else (K, N)), b_t, step, pad), tag):
-            out.append(("b" + name, a, view, scales))
-    return out
+@pytest.mark.parametrize("kern", KERNELS, indirect=True)
+def test_views_work_or_refuse(kern):
+    """Operand views (offset by one element, odd and aligned padded leading dimensions, a
+    16-byte aligned offset) and C views (offset, padded, aligned padded ldc), at a ragged shape
+    and at it rounded up to the stage's alignment (gc.class_cases "views"): the right answer, or
+    for storage that is not 16-byte aligned, a ValueError naming the argument from a stage that
+    declares limits; every aligned view must run (vector and TMA paths see a padded ld)."""
+    k, prec, layout = kern
+    recs = run_class(k, "views", prec, layout)
+    aligned = [r for r in recs if "aligned" in r["case"] and r["status"] != "pass"]
+    assert not aligned, f"{k.name}: aligned views did not run: {aligned}"
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
-def test_views_work_or_refuse(kern):
-    """Offset (misaligned by one element) and padded views, and a C inside a wider buffer:
-    either the right answer or a ValueError naming the argument; never a wrong answer."""
+def test_int32_offsets(kern):
+    """A, B and C in turn with a leading dimension whose last row's offsets reach int32's limit
+    (what study.operands.check_int32 allows; ~2^31 elements allocated, the rows written): the
+    kernel's address arithmetic at the edge (gc.class_cases "int32")."""
     k, prec, layout = kern
-    dt = gc.out_dtype(k, prec)
-    refused, ran = [], []
-    views = [(f"{v[0]}-{sc}" if sc else v[0], *v[1:])
-             for sc in (gc.FP8_SCALINGS if prec in gc.SCALED else ("",)) for v in _view_variants(layout, prec, sc)]
-    for name, a, b, scales in views:
-        M, N = a.shape[0], b.shape[1]
-        for c_kind in ("plain", "c-offset-by-one"):
-            buf = torch.full((M, N + 9), math.nan, device=DEV, dtype=dt)
-            c = {"plain": torch.full((M, N), math.nan, device=DEV, dtype=dt),
-                 "c-offset-by-one": buf[:, 1:N + 1], "c-padded-ld": buf[:, :N]}[c_kind]
-            try:
-                out = k(a, b, c, alpha=1.0, beta=0.0, **scales)
-            except ValueError as exc:
-                assert re.search(r"\b(a|b|c|lda|ldb|ldc|M|N|K)\b", str(exc)), \
-                    f"{name}/{c_kind}: a refusal must name the argument: {exc}"
-                refused.append(f"{name}/{c_kind}")
-                continue
-            torch.cuda.synchronize()
-            assert out.data_ptr() == c.data_ptr()
-            A, B = gc.reference_operands(a, b, scales)
-            tolerance.check(out, A, B, None, 1.0, 0.0, prec, inputs_rounded=(prec == "tf32"),
-                            fast_accum=k.fast_accum, what=f"{k.name} {name}/{c_kind}")
-            if c_kind != "plain":   # the rest of the buffer (NaN) is untouched
-                rest = buf.clone()
-                rest[:, (1 if c_kind == "c-offset-by-one" else 0):][:, :N] = math.nan
-                assert torch.isnan(rest).all(), f"{name}/{c_kind}: wrote outside C"
-            ran.append(f"{name}/{c_kind}")
-    if refused and getattr(k, "stage", None) is not None:
-        assert not k.stage.limits.lower().startswith("none"), \
-            f"{k.name}: Limits: none, but refused {refused}"
-    if prec in gc.SCALED:   # the 16-byte views are within every fp8 kernel's limits
-        assert ran, f"{k.name}: refused every view, the 16-byte aligned ones too: {refused}"
+    run_class(k, "int32", prec, layout)
 
 
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
@@ -415,15 +389,8 @@ def test_decode_deterministic(kern):
     runs = [(gc.Case(M, N, K, layout=layout), 5) for M in (1, 8, 16, 128, 256)]
     runs += [(gc.Case(16, N, K, alpha=1.5, beta=0.5, layout=layout), 3),
              (gc.Case(1100, 8192, 136, layout=layout), 3), (gc.Case(1104, 8192, 136, layout=layout), 3)]
-    refused = []
-    for case, n in runs:   # one refused shape (TN: M % 8 != 0) must not skip the others
-        try:
-            gc.check_deterministic(k, case, prec, DEV, runs=n)
-        except ValueError as exc:
-            _assert_valid_refusal(k, exc)
-            refused.append(f"{case.id}: {exc}")
-    if len(refused) == len(runs):
-        pytest.skip("declared limit: " + "; ".join(refused))
+    for case, n in runs:   # a refused shape (TN: M % 8 != 0) runs fitted
+        run_checked(k, case, prec, check=lambda kk, c, p, d, n=n: gc.check_deterministic(kk, c, p, d, runs=n))
 
 
 def _config_params():
@@ -442,13 +409,14 @@ def _config_params():
 
 
 def _check_config(k, cases, prec, label):
-    """Every case (fp8: each of its gc.variants) on one configuration; a case outside the stage's
-    limits must be refused by name."""
+    """Every case (fp8: each of its gc.variants) on one configuration, at its fitted shape where
+    the stage refuses it (gc.run_fitted); a refusal of the fitted case fails."""
     for case in [v for c in cases for v in gc.variants(c, prec)]:
         try:
-            gc.check_case(k, case, prec, DEV)
-        except ValueError as exc:  # this case is outside the stage's limits
+            gc.run_fitted(k, case, prec, DEV)
+        except ValueError as exc:
             _assert_valid_refusal(k, exc)
+            _device_skip(k, exc)
         except AssertionError as exc:
             raise AssertionError(f"{label}: {exc}") from None
 
@@ -491,11 +459,12 @@ def test_operands_on_another_gpu(kern):
     leaves the current device as it was. 16-byte rows, beta != 0, so TMA stages run too."""
     k, prec, layout = kern
     assert torch.cuda.current_device() == 0
-    try:
-        for v in gc.variants(gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout), prec):
-            gc.check_case(k, v, prec, "cuda:1")
-    except ValueError as exc:
-        _assert_valid_refusal(k, exc)
+    for v in gc.variants(gc.Case(131, 136, 72, alpha=1.5, beta=0.5, layout=layout), prec):
+        try:
+            gc.run_fitted(k, v, prec, "cuda:1")
+        except ValueError as exc:
+            _assert_valid_refusal(k, exc)
+            _device_skip(k, exc)
     assert torch.cuda.current_device() == 0
 
 

@@ -1,11 +1,14 @@
 """Every Triton stage under the Triton interpreter on CPU (TRITON_INTERPRET=1, in subprocesses):
-tiny and ragged shapes vs fp64, alpha/beta, NaN-poisoned C with beta = 0, integer inputs
-compared exactly, NaN/Inf propagation; fp8 with both scalings, promoted and fast accumulation.
-See interp_run.py and gemm_checks.battery(). A precision whose cases were all refused or skipped
-fails: a stage must run somewhere in its battery. Every layout the header lists runs: the
-primary in conftest.interp_results, each other one here (interp_run.py with that layout made the
-stage's first, so that the operands are built, and read back by study, in it). A layout the
-header does not list is refused before any launch."""
+every test class of gemm_checks (shapes, alpha_beta, ints, seeds, nonfinite, views, int32) at
+tiny and ragged shapes vs fp64: alpha/beta, NaN-poisoned C with beta = 0, integer inputs compared
+exactly, NaN/Inf propagation, operand and C views (padded leading dimensions, aligned and not),
+leading dimensions at int32's limit, C in a guard band; fp8 with both scalings, promoted and fast
+accumulation. See interp_run.py and gemm_checks.class_cases(). A case a stage refuses by its
+declared limits runs at its fitted shape (gemm_checks.fit_case); a class of which no case ran
+(all refused or skipped, but for a documented interpreter skip) fails: every class runs on every
+stage. Every layout the header lists runs: the primary in conftest.interp_results, each other
+one here (interp_run.py with that layout made the stage's first, so that the operands are built,
+and read back by study, in it). A layout the header does not list is refused before any launch."""
 import json
 import os
 import re
@@ -15,6 +18,7 @@ import sys
 import pytest
 import torch
 
+import gemm_checks as gc
 import study
 from conftest import HERE, ROOT, interp_unusable
 from interp_run import BF16_REASON
@@ -25,7 +29,7 @@ PARAMS = [pytest.param(s, p, lay, id=f"{s.stem}-{p}-{lay}") for s in study.all_s
           for p in s.precisions for lay in s.layouts]
 
 # interp_run.py with each (layout, path) pair's layout put first in that stage's header: the
-# battery builds its operands in stage.layout, and study infers the layout primary first
+# test classes build their operands in stage.layout, and study infers the layout primary first
 CHILD = r"""
 import dataclasses, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
@@ -86,11 +90,10 @@ def test_triton_interpreter(stage, precision, layout, request):
     recs = [r for r in results if r["precision"] in (precision, "-")]
     what = f"{stage.stem} {precision} {layout}"
     assert recs, f"{what}: the interpreter run produced no results (crashed?)"
-    failed = [f"{r['case']}: {r['message']}" for r in recs if r["status"] == "fail"]
-    assert not failed, f"{what} failed {len(failed)} interpreter case(s):\n" + "\n".join(failed)
-    passed = [r for r in recs if r["status"] == "pass"]
-    assert passed, f"{what}: no interpreter case ran (all refused or skipped):\n" + \
-        "\n".join(f"{r['case']}: {r['message'][:200]}" for r in recs)
+    load = [r["message"] for r in recs if r["class"] == "load"]
+    assert not load, f"{what} failed to load: {load}"
+    problems = [f"[{cls}] {p}" for cls in gc.PLATFORM_CLASSES["interp"] for p in gc.class_problems(recs, cls)]
+    assert not problems, f"{what}: {len(problems)} interpreter problem(s):\n" + "\n".join(problems)
 
 
 def _operands(layout: str, dtype, M=24, N=40, K=56):

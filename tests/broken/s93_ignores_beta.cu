@@ -6,6 +6,13 @@
 // Limits: M <= 1048560 (grid.y holds M/16 blocks), else ValueError
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   tests/broken/s93_ignores_beta.py
+
+// Tests of the tests (tests/test_broken.py reads these lines): the classes with beta != 0 (views
+// and int32: their C cases).
+// MUST_FAIL = {"alpha_beta": "numeric", "ints": "exact", "views": "numeric", "int32": "numeric"}
+// MUST_PASS = ["shapes", "seeds", "nonfinite", "deterministic"]
+// MAY_FAIL = []
+
 #include "common/gemm.cuh"
 
 namespace s93_ignores_beta {

@@ -6,6 +6,13 @@
 // Limits: M <= 1048560 (grid.y holds M/16 blocks), else ValueError
 // Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
 // Pair:   tests/broken/s95_reads_c_always.py
+
+// Tests of the tests (tests/test_broken.py reads these lines): every class has beta == 0 on a NaN C
+// (the deterministic class compares NaN with NaN).
+// MUST_FAIL = {"shapes": "numeric", "alpha_beta": "numeric", "ints": "exact", "seeds": "numeric", "nonfinite": "nonfinite", "views": "numeric", "int32": "numeric"}
+// MUST_PASS = ["deterministic"]
+// MAY_FAIL = []
+
 #include "common/gemm.cuh"
 
 namespace s95_reads_c_always {

@@ -16,6 +16,12 @@ import triton.language as tl
 
 BLOCK = 16
 
+# Tests of the tests (tests/test_broken.py reads these lines): every class has a shape where B's
+# elements move.
+MUST_FAIL = {"shapes": "numeric", "alpha_beta": "numeric", "ints": "exact", "seeds": "numeric", "nonfinite": "nonfinite", "views": "numeric", "int32": "numeric"}
+MUST_PASS = ["deterministic"]
+MAY_FAIL = []
+
 
 @triton.jit
 def s96_nt_row_major_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
@@ -34,9 +40,10 @@ def s96_nt_row_major_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, 
                     mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
         # BUG: NT stores element (k, n) at n * ldb + k; this is the NN address. The mask keeps
         # the (wrong) addresses inside the N x K buffer only when the shape happens to allow it,
-        # so it is clamped to the buffer's extent to fail by value, not by a fault.
+        # so it is clamped to the stored tensor's extent ((N - 1) * ldb + K elements; int32
+        # products that wrap negative excluded) to fail by value, not by a fault.
         off = k[:, None] * ldb + rn[None, :]
-        ok = (k[:, None] < K) & (rn[None, :] < N) & (off < N * ldb)
+        ok = (k[:, None] < K) & (rn[None, :] < N) & (off >= 0) & (off < (N - 1) * ldb + K)
         b = tl.load(b_ptr + off, mask=ok, other=0.0)
         acc = tl.dot(a, b, acc, input_precision="ieee")
     # --- epilogue ---------------------------------------------------------------------------
