@@ -3,7 +3,9 @@
     python -m study reports [--quick] [--families cuda triton cublas] [--stages s01 s09]
                             [--precisions fp32 tf32] [--shapes squares 1000x4096x4096] [--no-ncu]
                             [--redraw] [--out DIR] [--allow-partial]
-                            [--no-model]
+                            [--no-model] [--gpus N] [--replicate] [--fresh]
+    torchrun --nnodes N --nproc-per-node gpu --rdzv-backend c10d --rdzv-endpoint HOST:PORT \
+        --module study reports ...   (several hosts: README)
     python -m study model [--steps 200] [--families cuda triton] [--stages s10 s13] [--parts train mlp]
     python -m study bench cuda s04 [--shape 4096x4096x4096] [--precision fp32]
     python -m study stages
@@ -32,7 +34,14 @@ A measured run is checked against its plan (a filtered run against its filtered 
 precision group crashed or planned kernel-shapes have no row, it exits 1 and leaves the recorded
 reports untouched, unless --allow-partial. Tables and pages are written to a temporary directory
 and moved into place only when complete; one run at a time holds a lock on the reports
-directory (a second exits 1 naming the first one's pid)."""
+directory (a second exits 1 naming the first one's pid).
+
+With several GPUs visible, one worker per GPU (PyTorch's torchrun, started for you) measures a
+share of the work, each precision group at each shape on one GPU beside its cuBLAS baseline, and
+the first worker writes the merged tables (node, device_index and device_uuid columns). Every
+worker appends its rows to a journal as they come: a run that lost a worker writes nothing
+(unless --allow-partial) and the same command measures only what is missing. Several hosts:
+the same arguments under `torchrun --nnodes N ... --module study reports` (README)."""
 
 
 def _error(cmd: str, msg: str, code: int = 2) -> int:
@@ -57,6 +66,13 @@ def _filters(args) -> str:
 
 
 def cmd_reports(args) -> int:
+    from . import launch
+
+    if launch.under_torchrun():
+        try:
+            launch.pin_gpu()   # before anything asks CUDA: this worker's GPU becomes its device 0
+        except RuntimeError as exc:
+            return _error("reports", str(exc), 1)
     from . import device
     from .plan import select
 
@@ -68,8 +84,12 @@ def cmd_reports(args) -> int:
         select(args.quick, args.families or (), args.stages or (), args.precisions or (), args.shapes or ())
     except ValueError as exc:
         return _error("reports", str(exc))
-    if args.allow_partial and args.redraw:
-        return _error("reports", "--allow-partial is for a measured run, and --redraw measures nothing: leave one out")
+    for flag in ("allow_partial", "replicate", "gpus", "fresh"):
+        if getattr(args, flag) and args.redraw:
+            return _error("reports", f"--{flag.replace('_', '-')} is for a measured run, and --redraw measures "
+                                     "nothing: leave one out")
+    if args.gpus is not None and args.gpus < 1:
+        return _error("reports", f"--gpus takes a number of GPUs >= 1, got {args.gpus}")
     from .atomic import Busy
 
     try:
@@ -80,17 +100,33 @@ def cmd_reports(args) -> int:
 
 def _reports(args, filters: str, measure: bool) -> int:
     if measure:
+        from . import launch
         from .sweep import Options, run
 
-        return run(Options(args.quick, tuple(args.families or ()), tuple(args.stages or ()),
-                           tuple(args.precisions or ()), tuple(args.shapes or ()), args.ncu, args.no_ncu, _root(args),
-                           allow_partial=args.allow_partial, model=not args.no_model))
+        opts = Options(args.quick, tuple(args.families or ()), tuple(args.stages or ()), tuple(args.precisions or ()),
+                       tuple(args.shapes or ()), args.ncu, args.no_ncu, _root(args),
+                       allow_partial=args.allow_partial, model=not args.no_model)
+        if launch.under_torchrun():   # one worker of several (distrun.py)
+            from .distrun import rank_main
+
+            return rank_main(opts, replicate=args.replicate, fresh=args.fresh)
+        have = launch.visible_gpus()
+        if (args.gpus or 0) > have:
+            return _error("reports", f"--gpus {args.gpus}: this process sees {have} CUDA GPU(s)", 1)
+        if (args.gpus or have) > 1:   # one worker per GPU under torchrun, each running these arguments
+            from .distrun import host
+
+            return host(opts, args.argv, args.gpus or have, args.replicate)
+        if args.replicate:
+            _say("--replicate: one GPU, nothing to compare it with; measuring as usual")
+        return run(opts)
     if filters:
         return _error("reports", f"no CUDA GPU here, so nothing can be measured ({filters} selects what to "
                                  "measure); without filters this command redraws reports/ from reports/data/", 1)
-    if args.allow_partial:
-        return _error("reports", "no CUDA GPU here, so nothing is measured and --allow-partial has nothing to "
-                                 "allow; without it this command redraws reports/ from reports/data/", 1)
+    for flag in ("allow_partial", "replicate", "gpus", "fresh"):
+        if getattr(args, flag):
+            return _error("reports", f"no CUDA GPU here, so nothing is measured and --{flag.replace('_', '-')} has "
+                                     "nothing to do; without it this command redraws reports/ from reports/data/", 1)
     from . import report
     from .atomic import locked
     from .results import load, recorded
@@ -221,6 +257,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-model", action="store_true",
                    help="leave out the kernels-in-a-model group (training, inference, MLP block, overhead); "
                         "it runs in a full, unfiltered run")
+    r.add_argument("--gpus", type=int, metavar="N", help="measure on N of the visible GPUs, one torchrun worker "
+                   "each, the work sharded by cost (default: all; 1: this process alone, as on a one-GPU machine)")
+    r.add_argument("--replicate", action="store_true", help="every GPU measures the same kernel-shapes: the "
+                   "report adds the GPU-to-GPU spread (reports/<gpu>/spread.md)")
+    r.add_argument("--fresh", action="store_true", help="several GPUs: forget the rows an earlier, failed run of "
+                   "the same command left (by default it resumes them)")
     r.add_argument("--out", help="reports directory (default: <repo>/reports; reports/quick with --quick)")
     r.set_defaults(func=cmd_reports)
     m = sub.add_parser("model", help="the kernels in a model: a GPT trained through each 16-bit stage, inference, "
@@ -259,6 +301,7 @@ def main(argv=None) -> int:
     from .registry import HeaderError
 
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # passed on to torchrun's workers (distrun.host)
     try:
         return args.func(args)
     except HeaderError as exc:  # a stage file's header the registry cannot read: say which, once

@@ -213,6 +213,7 @@ def overview(datas: list) -> str:
     for data in datas:
         links = [_page(data, p, p) for p in precisions(data)]
         links += [f"[in a model]({data.gpu}/model.md)"] if len(data.model) else []
+        links += [f"[GPU-to-GPU spread]({data.gpu}/spread.md)"] if len(data.replicas) else []
         links += [f"[autotune]({data.gpu}/autotune.md)", f"[environment, ceilings, resources]({data.gpu}/environment.md)",
                   f"[results.csv](data/{data.gpu}/results.csv)"]
         lines.append(f"- **{title(data)}** (run of {data.environment.get('date_utc', 'unknown date')}): "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import decode, figures_compare, modelpage, rooflines
+from . import decode, figures_compare, modelpage, rooflines, spread
 from .plan import LAYOUT as LAYOUT_KIND
 from .plan import LAYOUT_SHAPES, RAGGED_MULTIPLE, SQUARES, is_ragged
 from .registry import LAYOUTS, PRECISIONS
@@ -192,6 +192,8 @@ def detail_pages(datas: list) -> dict:
         out[f"{data.gpu}/environment.md"] = environment_page(data)
         if len(data.model):
             out[f"{data.gpu}/model.md"] = modelpage.page(data, table)
+        if len(data.replicas):   # a --replicate run: the GPU-to-GPU spread
+            out[f"{data.gpu}/spread.md"] = spread.page(data, table)
     return out
 
 

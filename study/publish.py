@@ -4,6 +4,7 @@ pages into the reports root whole, or leave the recorded ones untouched.
     schedule(groups, shapes, explicit)  {precision: {entry label: [shapes]}}: what the sweep runs
     missing(rows, groups, shapes, ...)  what the run lost against that plan: the planned
                                         kernel-shapes without a row, and each group that crashed
+    merge(old, new, key)                a filtered run's rows over the recorded ones
     commit(data, root, problems, ...)   refuse (1) on problems unless allow_partial; else write the
                                         tables, figures and pages into a staging directory under
                                         root and os.replace them in, then the project headline
@@ -64,6 +65,19 @@ def missing(rows, groups: dict, shapes: list, crashes: list, explicit: bool = Fa
     if lost:
         out.append(f"in all {sum(map(len, lost.values()))} of {planned} planned kernel-shapes missing")
     return out
+
+
+def merge(old, new, key: list):
+    """Rows of `new`, plus the rows of `old` whose key `new` does not have (filtered runs). A
+    table recorded before fp8 has no `scaling` column: its rows have scaling "" (none)."""
+    old, new = (d.assign(scaling=d["scaling"].fillna("") if "scaling" in d else "")
+                if d is not None and not d.empty and "scaling" in key else d for d in (old, new))
+    if old is None or old.empty or not set(key) <= set(old.columns):
+        return new
+    if new is None or new.empty or not set(key) <= set(new.columns):
+        return old
+    m = old[key].merge(new[key].drop_duplicates(), on=key, how="left", indicator=True)
+    return pd.concat([old[(m["_merge"] == "left_only").to_numpy()], new], ignore_index=True)
 
 
 def refuse(problems: list, root: Path, allow_partial: bool) -> bool:

@@ -1,8 +1,10 @@
 """The tidy tables of one GPU's run, on disk in reports/data/<gpu>/: schema, write, load.
 
 results.csv holds one row per measurement (measure.py makes them, roofline.annotate adds the
-derived columns); ceilings, resources, builds, profile, autotune and model (the kernels in a
-model: modelrun.py) sit beside it, and environment.json says where and when. Everything downstream (tables, figures, pages) reads
+derived columns; a run over several GPUs adds node, device_index and device_uuid: distrun.py);
+ceilings, resources, builds, profile, autotune and model (the kernels in a model: modelrun.py)
+sit beside it, replicas.csv after a --replicate run (every GPU's rows), and environment.json
+says where and when. Everything downstream (tables, figures, pages) reads
 these files only, so a machine without a GPU redraws every report from them.
 """
 from __future__ import annotations
@@ -17,7 +19,8 @@ from .atomic import atomic_write, write_text
 from .registry import REPORTS_ROOT
 
 REPORTS = REPORTS_ROOT
-RESULT_COLUMNS = ["gpu", "family", "stage", "kind", "dtype", "layout", "scaling", "M", "N", "K", "shape_set",
+RESULT_COLUMNS = ["gpu", "node", "device_index", "device_uuid", "family", "stage", "kind", "dtype", "layout",
+                  "scaling", "M", "N", "K", "shape_set",
                   "ms_median", "ms_q1", "ms_q3", "reps", "graph", "tflops", "pct_cublas", "pct_roof",
                   "intensity", "intensity_source", "rel_err", "tol", "status", "reason", "warmup_s",
                   "sm_mhz", "power_w", "note"]
@@ -39,8 +42,10 @@ class Data:
     autotune: pd.DataFrame = field(default_factory=pd.DataFrame)
     environment: dict = field(default_factory=dict)
     model: pd.DataFrame = field(default_factory=pd.DataFrame)   # the kernels in a model (inmodel.COLUMNS)
+    replicas: pd.DataFrame = field(default_factory=pd.DataFrame)   # --replicate: every GPU's rows (spread.py)
 
-    TABLES = ("results", "ceilings", "resources", "builds", "profile", "autotune", "model")
+    TABLES = ("results", "ceilings", "resources", "builds", "profile", "autotune", "model", "replicas")
+    OPTIONAL = ("replicas",)   # written only when the run has them
 
 
 def reports_root(quick: bool = False, out=None) -> Path:
@@ -66,7 +71,9 @@ def write(data: Data, root: Path = REPORTS) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for name in Data.TABLES:
         df = getattr(data, name)
-        if name == "results":
+        if name in Data.OPTIONAL and df.empty:
+            continue
+        if name in ("results", "replicas"):
             df = df[[c for c in RESULT_COLUMNS if c in df] + [c for c in df if c not in RESULT_COLUMNS]]
         atomic_write(out / f"{name}.csv", lambda tmp, df=df: df.to_csv(tmp, index=False, float_format="%.6g"))
     write_text(out / "environment.json", json.dumps(data.environment, indent=1, sort_keys=True, default=str) + "\n")
@@ -116,7 +123,8 @@ def status_label(row) -> str:
 def load(directory: Path) -> Data:
     directory = Path(directory)
     frames = {name: _read(directory / f"{name}.csv") for name in Data.TABLES}
-    for name, col in (("results", "reason"), ("results", "note"), ("results", "scaling"), ("model", "note")):
+    for name, col in (("results", "reason"), ("results", "note"), ("results", "scaling"), ("model", "note"),
+                      ("replicas", "reason"), ("replicas", "scaling")):
         if col in frames[name]:   # scaling: fp8's "tensor" / "row", else ""
             frames[name][col] = frames[name][col].astype(object).fillna("")
     frames["results"] = not_measured_as_skipped(frames["results"])

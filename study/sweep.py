@@ -11,6 +11,7 @@ its plan, or a precision group, writes nothing unless allow_partial (publish.py)
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from . import autotune, build, ceilings, device, environment, profile, resources
 from .atomic import locked
 from .measure import Settings
 from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, select
-from .publish import commit, missing, refuse, schedule
+from .publish import commit, merge, missing, refuse, schedule
 from .registry import find
 from .roofline import annotate
 
@@ -63,7 +64,10 @@ def check(opts: Options) -> tuple:
 
 
 def say(msg: str):
-    print(f"[study] {msg}", file=sys.stderr, flush=True)
+    """One line on stderr, written whole (torchrun's workers share it), naming the worker's rank."""
+    rank = f" r{os.environ['RANK']}" if "RANK" in os.environ and "TORCHELASTIC_RUN_ID" in os.environ else ""
+    sys.stderr.write(f"[study{rank}] {msg}\n")
+    sys.stderr.flush()
 
 
 def _progress(total: int, desc: str):
@@ -89,19 +93,6 @@ def _progress(total: int, desc: str):
             def close(self):
                 pass
         return Plain()
-
-
-def merge(old, new, key: list):
-    """Rows of `new`, plus the rows of `old` whose key `new` does not have (filtered runs). A
-    table recorded before fp8 has no `scaling` column: its rows have scaling "" (none)."""
-    old, new = (d.assign(scaling=d["scaling"].fillna("") if "scaling" in d else "")
-                if d is not None and not d.empty and "scaling" in key else d for d in (old, new))
-    if old is None or old.empty or not set(key) <= set(old.columns):
-        return new
-    if new is None or new.empty or not set(key) <= set(new.columns):
-        return old
-    m = old[key].merge(new[key].drop_duplicates(), on=key, how="left", indicator=True)
-    return pd.concat([old[(m["_merge"] == "left_only").to_numpy()], new], ignore_index=True)
 
 
 def _build(groups: dict):
@@ -231,9 +222,28 @@ def run(opts: Options) -> int:
         return _run(opts, groups, shapes)
 
 
-def _run(opts: Options, groups: dict, shapes: list) -> int:
+@dataclass
+class Ready:
+    """What a run has before it measures: CUDA builds, their resources (future or frame), ceilings."""
+
+    gpu: str
+    settings: Settings
+    env: dict
+    clock: object
+    logs: Path
+    built: list
+    cuda_res: object
+    ceil: pd.DataFrame
+    phases: dict
+    t_all: float
+
+
+def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, build_stages: bool = True,
+            measure_ceilings=True) -> Ready:
+    """Everything before measuring: environment, clock sampler, CUDA builds (build_stages) and
+    ceilings (measure_ceilings: True, or a function like ceilings.measure; False: none)."""
     t_all, phases = time.perf_counter(), {}
-    gpu = device.gpu_name()
+    gpu = gpu or device.gpu_name()
     settings = Settings.quick() if opts.quick else Settings()
     env = environment.collect()
     env.update(environment.settings_fields(settings))   # the budgets and the operands' seed
@@ -244,20 +254,34 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
     say(f"{gpu}: {sum(len(v) for v in groups.values())} kernels in {len(groups)} precision groups x "
         f"{len(shapes)} shapes ({env['mode']}); logs in {logs}")
     t = time.perf_counter()
-    built, cuda_res = _build(groups)
+    built, cuda_res = _build(groups) if build_stages else ([], None)
     phases["build"] = time.perf_counter() - t
-    t = time.perf_counter()
-    ceil = ceilings.measure(gpu, opts.quick)
-    phases["ceilings"] = time.perf_counter() - t
-    say("ceilings: " + ", ".join(f"{r.name} {r.value:.1f} {r.unit}" for r in ceil.itertuples()
-                                 if r.source == "measured"))
-    got = _measure(groups, shapes, settings, clock, logs, phases,
-                   explicit=bool(opts.shapes))
+    ceil = pd.DataFrame()
+    if measure_ceilings:
+        t = time.perf_counter()
+        ceil = (ceilings.measure if measure_ceilings is True else measure_ceilings)(gpu, opts.quick)
+        phases["ceilings"] = time.perf_counter() - t
+        say("ceilings: " + ", ".join(f"{r.name} {r.value:.1f} {r.unit}" for r in ceil.itertuples()
+                                     if r.source == "measured"))
+    return Ready(gpu, settings, env, clock, logs, built, cuda_res, ceil, phases, t_all)
+
+
+def _run(opts: Options, groups: dict, shapes: list) -> int:
+    r = prepare(opts, groups, shapes)
+    got = _measure(groups, shapes, r.settings, r.clock, r.logs, r.phases, explicit=bool(opts.shapes))
+    return finish(opts, groups, shapes, r, got)
+
+
+def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, problems=(), replicas=None) -> int:
+    """The measured rows (got: rows, resources, autotune, crashes) checked against the plan
+    (and `problems` the caller found), profiled, annotated, merged and committed. replicas: a
+    --replicate run's rows of every GPU (distrun.py), annotated, for replicas.csv."""
+    gpu, env, ceil, phases, logs, cuda_res = r.gpu, r.env, r.ceil, r.phases, r.logs, r.cuda_res
     res = pd.DataFrame(got["rows"])
     if res.empty:
         say("no measurement came back (see the bench logs); nothing written")
         return 1
-    problems = missing(got["rows"], groups, shapes, got["crashes"], explicit=bool(opts.shapes))
+    problems = missing(got["rows"], groups, shapes, got["crashes"], explicit=bool(opts.shapes)) + list(problems)
     if refuse(problems, opts.out(), opts.allow_partial):
         return 1
     res.insert(0, "gpu", gpu)
@@ -267,13 +291,15 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
     t = time.perf_counter()
     res = annotate(res, ceil, prof if len(prof) else None)
     try:
-        cuda_res = cuda_res.result(timeout=300)
+        cuda_res = cuda_res if isinstance(cuda_res, pd.DataFrame) else \
+            cuda_res.result(timeout=300) if cuda_res is not None else pd.DataFrame()
     except Exception as exc:
         say(f"CUDA resources failed: {exc}")
         cuda_res = pd.DataFrame()
     res_df = _with_gpu(pd.concat([cuda_res, pd.DataFrame(got["resources"])], ignore_index=True), gpu)
-    builds = _with_gpu(pd.DataFrame(_build_rows(built, res)), gpu)
-    env.update(clock.stop())
+    builds = _with_gpu(pd.DataFrame(_build_rows(r.built, res)), gpu)
+    if r.clock is not None:
+        env.update(r.clock.stop())
     env["crashes"] = got["crashes"]
     phases["tables"] = time.perf_counter() - t
     root = opts.out()
@@ -291,9 +317,12 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
     if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
         tuned = merge(prev.autotune, tuned, AUTOTUNE_KEY)
     data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(opts, old, phases))
-    commit(data, root, [], phases=phases, t_all=t_all)   # its problems were said (and refused) above
+    if replicas is not None:
+        data.replicas = replicas
+    commit(data, root, [], phases=phases, t_all=r.t_all)   # its problems were said (and refused) above
     ok = (res["status"] == "ok").sum()
     say(f"wrote {old} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "
         + ", ".join(f"{k} {v:.0f} s" for k, v in env["phases_s"].items()) + f"; total {env['wall_s']:.0f} s")
     print(tables.headline_table(data))
     return 0
+

@@ -1,0 +1,325 @@
+"""The study on several GPUs: one worker per GPU under torchrun; shards, gather, merge, resume.
+
+    rank_main(opts)   a torchrun worker (launch.under_torchrun): its GPU pinned (launch.pin_gpu),
+                      a gloo process group, every rank's GPU model and uuid gathered. The ranks of
+                      one model share that model's plan: its units (shard.py) not yet measured by
+                      an earlier attempt (journal.py) are sharded by cost, or with replicate every
+                      rank runs them all. Each rank measures its units with runner.run_group
+                      (child processes: one GPU's CUDA error never reaches another's rows),
+                      appending every row to its journal; then the rows are gathered over gloo and
+                      the first rank of each model (its leader, which also measured the ceilings)
+                      merges them and writes reports/data/<gpu>/ through sweep.finish, one model at
+                      a time. A committed run removes its journals.
+    host(opts, ...)   `python -m study reports` with several GPUs here: torchrun, then, if a
+                      worker died, salvage(): the journals' rows kept, the missing units named.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from contextlib import ExitStack, suppress
+from dataclasses import asdict, dataclass, replace
+from datetime import timedelta
+from typing import Callable
+
+import pandas as pd
+
+from . import journal, launch, results, shard
+from .atomic import Busy, locked
+from .journal import Picked, pick
+from .measure import Settings
+from .publish import merge, schedule
+from .roofline import annotate
+from .sweep import RESULT_KEY, Options, Ready, check, finish, prepare, say
+
+TIMEOUT_S = float(os.environ.get("STUDY_DIST_TIMEOUT_S", 12 * 3600))   # the longest a rank waits for the others
+LEADER_HEAD_S = 30.0   # the leader's ceilings, when no earlier run says how long they took
+AUTOTUNE_KEY = ["family", "stage", "precision", "shape_class"]
+
+
+@dataclass
+class Rig:
+    """What touches the GPU in a rank; the tests swap in CPU stand-ins (None: the real one)."""
+
+    gpu_name: Callable | None = None   # () -> file-system friendly GPU model (device.gpu_name)
+    uuid: Callable | None = None       # () -> the GPU's UUID (environment.cuda_uuid)
+    ceilings: Callable | None = None   # (gpu, quick) -> ceilings frame (ceilings.measure)
+    work: Callable | None = None       # runner.run_group's signature
+    ceilings_s: float | None = None    # what the ceilings cost the leader (None: the last run's, or LEADER_HEAD_S)
+
+    def __post_init__(self):
+        from . import device, environment, runner
+
+        self.gpu_name = self.gpu_name or device.gpu_name
+        self.uuid = self.uuid or environment.cuda_uuid
+        self.work = self.work or runner.run_group
+
+
+def fingerprint(opts: Options, groups: dict, shapes: list, gpu: str, replicate: bool) -> str:
+    """The journal key of a run: what decides its rows (journal.fingerprint adds the sources)."""
+    settings = Settings.quick() if opts.quick else Settings()
+    return journal.fingerprint(root=str(opts.out().resolve()), gpu=gpu, replicate=replicate,
+                               groups={p: [e.label for e in es] for p, es in groups.items()},
+                               shapes=[asdict(s) for s in shapes], explicit=bool(opts.shapes),
+                               settings=asdict(settings))
+
+
+def _all(obj) -> list:
+    import torch.distributed as dist
+
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rank_main(opts: Options, replicate: bool = False, fresh: bool = False, rig: Rig | None = None) -> int:
+    """One torchrun worker's share of `python -m study reports`; 0 if its GPU model's tables
+    were written (by its leader), else 1."""
+    import torch.distributed as dist
+
+    launch.pin_gpu()
+    groups, shapes = check(opts)
+    rig = rig or Rig()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT_S))
+    try:
+        with ExitStack() as stack:
+            busy = ""
+            if dist.get_rank() == 0:   # one run at a time on this reports root (the single-GPU rule)
+                try:
+                    stack.enter_context(locked(opts.out()))
+                except Busy as exc:
+                    busy = str(exc)
+            busy = _all(busy)[0]
+            if busy:
+                if dist.get_rank() == 0:
+                    say(busy)
+                return 1
+            return _run(opts, groups, shapes, replicate, fresh, rig)
+    finally:
+        dist.destroy_process_group()
+
+
+def _me(rig: Rig) -> dict:
+    import torch.distributed as dist
+
+    idx = os.environ.get(launch.PINNED, os.environ.get("LOCAL_RANK", "0"))
+    rank = dist.get_rank()
+    return {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "node": int(os.environ.get("GROUP_RANK", 0)),
+            "host": socket.gethostname(), "device_index": int(idx) if idx.isdigit() else idx,
+            "device_uuid": rig.uuid() or f"rank{rank}", "gpu": rig.gpu_name(), "sources": journal.sources_digest()}
+
+
+def _previous(opts: Options, gpu: str) -> tuple:
+    """(the model's recorded results.csv or None, seconds its ceilings took)."""
+    d = results.data_dir(gpu, opts.out())
+    if not (d / "results.csv").exists():
+        return None, LEADER_HEAD_S
+    old = results.load(d)
+    return old.results, float(old.environment.get("phases_s", {}).get("ceilings", LEADER_HEAD_S))
+
+
+def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
+    import torch.distributed as dist
+
+    me = _me(rig)
+    team = _all(me)
+    if len({m["sources"] for m in team}) > 1:   # hosts with different stage files or harness: no common table
+        if me["rank"] == 0:
+            say("the workers run different sources (stage files or study/): " + ", ".join(
+                f"{m['host']}: {m['sources'][:12]}" for m in team) + "; check out the same tree on every host")
+        return 1
+    models: dict = {}
+    for m in team:
+        models.setdefault(m["gpu"], []).append(m)
+    mine, dev, gpu = models[me["gpu"]], me["device_uuid"], me["gpu"]
+    lead = mine[0]["rank"] == me["rank"]
+    work = shard.units(schedule(groups, shapes, bool(opts.shapes))[1])
+    folders = {g: journal.directory(g, fingerprint(opts, groups, shapes, g, replicate)) for g in models}
+    if fresh and folders[gpu].is_dir():
+        shutil.rmtree(folders[gpu], ignore_errors=True)
+    dist.barrier()
+    prior = journal.unique([r for g, recs in _all((gpu, journal.read(folders[gpu]))) if g == gpu for r in recs])
+    done = pick(prior, work, replicate).done
+    todo = [u for u in work if (u.key, dev if replicate else "") not in done]
+    proposal = None
+    if lead and not replicate:
+        previous, head = _previous(opts, gpu)
+        head = head if rig.ceilings_s is None else rig.ceilings_s
+        proposal = shard.assign(shard.costs({u: work[u] for u in todo}, Settings.quick() if opts.quick else Settings(),
+                                            previous), len(mine), start={0: head})
+    if replicate:
+        mine_units = todo
+    else:   # the leader's shards, the same on every rank of the model
+        mine_units = _all(proposal)[mine[0]["rank"]][[m["rank"] for m in mine].index(me["rank"])]
+    if prior and lead:
+        say(f"{gpu}: resuming, {len(work) - len(todo) if not replicate else len(done)} unit(s) kept from an "
+            f"earlier attempt ({folders[gpu]})")
+    say(f"{gpu} GPU {me['device_index']} ({dev}): {len(mine_units)} of {len(work)} units "
+        + ("(replicated)" if replicate else f"(sharded over {len(mine)} GPUs)"))
+    jr = journal.Journal(folders[gpu], dev, time.time())
+    jr.append("assigned", device=me, units=[u.key for u in mine_units])
+    if me["local_rank"] == 0 and not lead and any(e.family == "cuda" for es in groups.values() for e in es):
+        from .sweep import _build
+
+        _build(groups)   # this host's CUDA builds, before its workers' children ask for them
+    r = prepare(opts, groups, shapes, gpu, build_stages=lead, measure_ceilings=(rig.ceilings or True) if lead else False)
+    if lead:
+        jr.append("ceilings", rows=r.ceil.to_dict("records"))
+        jr.append("env", env=r.env)
+    _measure(opts, groups, mine_units, work, r, rig, jr, me)
+    now = [x for g, recs in _all((gpu, jr.records)) if g == gpu for x in recs]
+    jr.close()
+    rc = (0, True)
+    for g in sorted(models):   # one model's commit at a time: they may share the reports root
+        if g == gpu and lead:
+            rc = _commit(opts, groups, shapes, r, journal.unique(prior + now), work, replicate, mine, folders[gpu])
+        dist.barrier()
+    if not lead and r.clock is not None:
+        r.clock.stop()
+    rcs = {m["gpu"]: c for m, c in zip(team, _all(rc)) if m["rank"] == models[m["gpu"]][0]["rank"]}
+    if me["local_rank"] == 0:
+        for g, (c, whole) in rcs.items():
+            if c == 0 and whole:   # written whole: the journals are spent (an identical run starts afresh)
+                shutil.rmtree(folders[g], ignore_errors=True)
+                with suppress(OSError):
+                    folders[g].parent.rmdir()   # the model's folder, if no other plan has journals there
+    return rcs[gpu][0]
+
+
+def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me):
+    """This rank's units, one precision group at a time in the plan's order (runner.run_group)."""
+    total, seen, t0 = sum(len(work[u]) for u in units), [0], time.perf_counter()
+    where = f"node {me['node']} GPU {me['device_index']}"
+
+    def on_row(row, window=None):
+        row.update(r.clock.during(*window) if window else r.clock.latest())
+        row.update(node=me["node"], device_index=me["device_index"], device_uuid=me["device_uuid"])
+        jr.append("row", unit=[row["dtype"], row["M"], row["N"], row["K"]], row=row)
+        seen[0] += 1
+        if seen[0] == total or seen[0] % max(1, total // 10) == 0:
+            el = time.perf_counter() - t0
+            say(f"{where}: {seen[0]}/{total} kernel-shapes, {el:.0f} s, ETA {el / seen[0] * max(0, total - seen[0]):.0f} s")
+    for p, shapes_p in shard.by_precision(units, groups).items():
+        g = rig.work(p, groups[p], shapes_p, r.settings, on_row=on_row, log_path=r.logs / f"bench_{p}_{me['rank']}.log",
+                     explicit_shapes=bool(opts.shapes))
+        for c in g.crashes:
+            say(f"CRASH on {where}: {c}")
+        jr.append("resources", rows=g.resources)
+        jr.append("autotune", rows=g.autotune)
+        jr.append("crashes", rows=[f"{c} [{where}]" for c in g.crashes])
+        r.phases[f"measure {p}"] = r.phases.get(f"measure {p}", 0.0) + g.seconds
+
+
+def describe(picked: Picked, dev: str) -> str:
+    d = picked.devices.get(dev, {})
+    return f"node {d.get('node', '?')} GPU {d.get('device_index', '?')} ({dev})"
+
+
+def lost(picked: Picked, work: dict, replicate: bool, folder) -> list:
+    """One line per GPU whose shard lost units (what it was last given and did not finish);
+    the rows that came are kept in the journal and the same command measures only these."""
+    out = []
+    for dev in (sorted(picked.devices) if replicate else [""]):
+        by: dict = {}
+        for u in work:
+            if (u.key, dev) not in picked.done:
+                for holder in ([dev] if replicate else sorted(picked.assigned.get(u.key, ())) or ["no GPU"]):
+                    by.setdefault(holder, []).append(u.name)
+        for holder, names in by.items():
+            who = describe(picked, holder) if holder in picked.devices else holder
+            out.append(f"shard of {who}: {len(names)} unit(s) missing ({', '.join(names[:4])}"
+                       f"{', ...' if len(names) > 4 else ''}); the rows that came are kept in {folder}: "
+                       "the same command measures only what is missing")
+    return out
+
+
+def _got(picked: Picked, records: list, replicate: bool, order: list) -> tuple:
+    """(got for sweep.finish, every GPU's rows or None): with replicate, results.csv takes each
+    unit from the first GPU in `order` (rank order) that finished it."""
+    def dedupe(rows, key=None):   # the same Triton kernel compiled on several GPUs: its rows once
+        seen: set = set()
+        keys = [tuple(str(x.get(c)) for c in key) if key else json.dumps(x, sort_keys=True, default=str) for x in rows]
+        return [x for x, k in zip(rows, keys) if not (k in seen or seen.add(k))]
+    rows, every = [], None
+    if replicate:
+        every = [x for rs in picked.rows.values() for x in rs]
+        for k in {k for k, _ in picked.rows}:
+            have = [d for d in order if (k, d) in picked.rows]
+            best = next((d for d in have if (k, d) in picked.done), have[0])
+            rows += picked.rows[(k, best)]
+    else:
+        rows = [x for rs in picked.rows.values() for x in rs]
+    got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
+           "autotune": dedupe(picked.extras(records, "autotune"), AUTOTUNE_KEY),
+           "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
+    return got, every
+
+
+def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, folder) -> tuple:
+    """(finish's exit status, whether every unit came): the leader's merge and write."""
+    picked = pick(records, work, replicate)
+    order = [m["device_uuid"] for m in mine] + sorted(set(picked.devices) - {m["device_uuid"] for m in mine})
+    got, every = _got(picked, records, replicate, order)
+    r.env["devices"] = [{k: v for k, v in picked.devices[d].items() if k not in ("host", "sources")}
+                        for d in order if d in picked.devices]   # no host names in the committed tables
+    r.env["mode"] += f"; {'replicated on' if replicate else 'sharded over'} {len(mine)} GPUs (torchrun)"
+    r.env["missing"] = lost(picked, work, replicate, folder)   # written with --allow-partial only
+    return finish(opts, groups, shapes, r, got, r.env["missing"], _replicas(every, opts, r) if replicate else None), \
+        not r.env["missing"]
+
+
+def _replicas(rows, opts: Options, r: Ready) -> pd.DataFrame:
+    """Every GPU's rows, each GPU's % of cuBLAS against its own cuBLAS rows; a filtered run
+    keeps the earlier replicas of what it did not measure."""
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df.insert(0, "gpu", r.gpu)
+    df = pd.concat([annotate(g, r.ceil) for _, g in df.groupby("device_uuid", sort=False)], ignore_index=True)
+    old = results.data_dir(r.gpu, opts.out())
+    prev = results.load(old).replicas if opts.filters() and (old / "results.csv").exists() else None
+    return merge(prev, df, RESULT_KEY + ["device_uuid"])
+
+
+def host(opts: Options, argv: list, nproc: int, replicate: bool = False) -> int:
+    """`python -m study reports` with nproc GPUs on this host: torchrun (launch.py); if it failed,
+    salvage() says what the journals kept and what is missing."""
+    say(f"{nproc} GPUs: one worker each under torchrun ({' '.join(launch.command(argv, nproc)[1:6])} ...)")
+    rc = launch.relaunch(argv, nproc)
+    return rc if rc == 0 else salvage(opts, replicate)
+
+
+def salvage(opts: Options, replicate: bool = False) -> int:
+    """After workers died: for each GPU model with journals of this plan here, the rows kept and
+    the units missing; with opts.allow_partial the kept rows are written (sweep.finish, no ncu,
+    no model group). 0 if something was written, else 1."""
+    groups, shapes = check(opts)
+    work, rc = shard.units(schedule(groups, shapes, bool(opts.shapes))[1]), 1
+    for gdir in sorted(p for p in journal.journal_root().glob("*") if p.is_dir()):
+        folder = journal.directory(gdir.name, fingerprint(opts, groups, shapes, gdir.name, replicate))
+        records = journal.unique(journal.read(folder)) if folder.is_dir() else []
+        if not records:
+            continue
+        picked = pick(records, work, replicate)
+        problems = lost(picked, work, replicate, folder)
+        say(f"{gdir.name}: {sum(map(len, picked.rows.values()))} rows kept in {folder}, "
+            f"{len(picked.done)} unit(s) complete")
+        if not opts.allow_partial:
+            for p in problems:
+                say(p)
+            say("nothing written; run the same command again to measure only what is missing, or add --allow-partial")
+            continue
+        env = next((x["env"] for x in reversed(records) if x["t"] == "env"), {"gpu": gdir.name})
+        ceil = pd.DataFrame(next((x["rows"] for x in reversed(records) if x["t"] == "ceilings"), []))
+        r = Ready(gdir.name, Settings.quick() if opts.quick else Settings(), env, None, folder, [], None, ceil, {},
+                  time.perf_counter())
+        got, every = _got(picked, records, replicate, sorted(picked.devices))
+        r.env["missing"] = problems
+        part = replace(opts, no_ncu=True, model=False)
+        with locked(opts.out()):
+            if finish(part, groups, shapes, r, got, problems, _replicas(every, part, r) if replicate else None) == 0:
+                rc = 0
+    return rc

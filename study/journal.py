@@ -1,0 +1,147 @@
+"""The rows of a run over several GPUs as they arrive: one JSON-lines file per GPU, and the merge.
+
+Every rank appends each row the moment its child sends it (flushed and synced), so a worker
+that dies loses only what it had in flight. The files of one plan share a directory:
+
+    <journal root>/<gpu model>/<fingerprint>/<device uuid>.jsonl
+
+journal root: STUDY_JOURNAL_DIR, default <state root>/build/journal. The fingerprint hashes
+what decides the rows (reports root, plan, shapes, settings, --replicate, and the bytes of the
+stage files and of study/), so a re-run of the same command finds the rows of the attempt that
+failed and measures only what is missing, and a changed kernel never resumes stale rows.
+Records, one a line (a: the attempt, the time.time() its rank started; dev: the GPU's uuid):
+
+    {"t": "assigned", "a", "dev", "device": {...}, "units": [[precision, M, N, K], ...]}
+    {"t": "row", "a", "dev", "unit": [precision, M, N, K], "row": {...}}
+    {"t": "resources" | "autotune" | "crashes" | "ceilings" | "builds", "a", "dev", "rows": [...]}
+    {"t": "env", "a", "dev", "env": {...}}
+
+pick() is the merge: per unit (per unit and GPU with --replicate) the rows of the latest attempt
+that has all of them, else of the latest attempt that has some (the unit is then missing).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .plan import Entry
+from .registry import PACKAGE_PARENT, ROOT, STATE_ROOT
+
+
+def journal_root() -> Path:
+    return Path(os.environ.get("STUDY_JOURNAL_DIR", STATE_ROOT / "build" / "journal"))
+
+
+def sources_digest() -> str:
+    """sha1 of the stage files and the package's modules (names and bytes)."""
+    h = hashlib.sha1()
+    files = [p for d in (ROOT / "cuda_src", ROOT / "triton_kernels") if d.is_dir() for p in sorted(d.rglob("*"))]
+    files += sorted((PACKAGE_PARENT / "study").glob("*.py"))
+    for p in files:
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(**parts) -> str:
+    """A short hash of what decides a run's rows (json-able parts) and of the sources."""
+    text = json.dumps(parts, sort_keys=True, default=str) + sources_digest()
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def directory(gpu: str, fp: str) -> Path:
+    return journal_root() / gpu / fp
+
+
+class Journal:
+    """One GPU's file: append(record) writes one line, flushed and fsync'd."""
+
+    def __init__(self, folder: Path, dev: str, attempt: float):
+        self.path = Path(folder) / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in dev)}.jsonl"
+        self.dev, self.attempt, self.records = dev, attempt, []
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a")
+
+    def append(self, t: str, **fields) -> dict:
+        rec = {"t": t, "a": self.attempt, "dev": self.dev, **fields}
+        self._f.write(json.dumps(rec, default=str) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self.records.append(rec)
+        return rec
+
+    def close(self):
+        self._f.close()
+
+
+def read(folder: Path) -> list:
+    """Every record of the files in folder; a line cut short by a killed writer is left out."""
+    out = []
+    for p in sorted(Path(folder).glob("*.jsonl")):
+        for line in p.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "t" in rec:
+                out.append(rec)
+    return out
+
+
+def unique(records: list) -> list:
+    """records without repeats (the same file read on two ranks of a shared file system)."""
+    seen, out = set(), []
+    for r in records:
+        k = json.dumps(r, sort_keys=True, default=str)
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
+def label(row: dict) -> str:
+    """The plan's entry label of a row (plan.Entry.label)."""
+    return Entry(row["family"], row["stage"], row["dtype"], row["layout"], row.get("kind", "stage"),
+                 scaling=row.get("scaling") or "").label
+
+
+@dataclass
+class Picked:
+    rows: dict = field(default_factory=dict)      # {(unit key, dev or ""): [rows]} chosen
+    done: set = field(default_factory=set)        # {(unit key, dev or "")} complete
+    assigned: dict = field(default_factory=dict)  # {unit key: {dev}} of the latest attempts
+    devices: dict = field(default_factory=dict)   # {dev: device info}
+    latest: dict = field(default_factory=dict)    # {dev: latest attempt}
+
+    def extras(self, records: list, t: str) -> list:
+        """The rows of records of type t from each device's latest attempt."""
+        return [x for r in records if r["t"] == t and r["a"] == self.latest.get(r["dev"]) for x in r["rows"]]
+
+
+def pick(records: list, work: dict, replicate: bool = False) -> Picked:
+    """The merge of every attempt's records. work: {shard.Unit: [entry labels]} of the plan."""
+    want = {u.key: set(labels) for u, labels in work.items()}
+    groups: dict = {}
+    out = Picked()
+    for r in records:
+        dev, a = r["dev"], r["a"]
+        out.latest[dev] = max(a, out.latest.get(dev, a))
+        if r["t"] == "assigned":
+            out.devices[dev] = r.get("device", {})
+        if r["t"] == "row" and tuple(r["unit"]) in want:
+            key = (tuple(r["unit"]), dev if replicate else "")
+            groups.setdefault(key, {}).setdefault((a, dev), {})[label(r["row"])] = r["row"]
+    for r in records:
+        if r["t"] == "assigned" and r["a"] == out.latest[r["dev"]]:
+            for u in r["units"]:
+                out.assigned.setdefault(tuple(u), set()).add(r["dev"])
+    for key, by_attempt in groups.items():
+        full = [k for k, rows in by_attempt.items() if want[key[0]] <= set(rows)]
+        best = max(full or by_attempt, key=lambda k: (k[0], len(by_attempt[k])))
+        out.rows[key] = list(by_attempt[best].values())
+        if full:
+            out.done.add(key)
+    return out

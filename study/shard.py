@@ -1,0 +1,110 @@
+"""The sweep's work split over GPUs: units, their cost, and shards that finish together.
+
+A unit is one precision group at one shape: every kernel the plan times there (cuBLAS and the
+stages, plan.group_shapes), so each row is timed beside its cuBLAS baseline on the same GPU and
+the families stay interleaved shape by shape (measure.py). Units are never split.
+
+Cost, in seconds: the previous run's times where reports/data/<gpu>/results.csv has the row
+(its timed repeats, the check and sizing calls, and a fixed overhead per row), else a model from
+FLOPs: a nominal rate per precision, repeats as measure.Settings sizes them. Shards come from
+longest-processing-time-first: units in falling cost (ties broken by precision and shape, so
+every rank computes the same shards), each to the least loaded rank (ties: the lowest rank);
+its longest shard is within 4/3 of the best possible plus one unit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .plan import Shape
+
+# Nominal FLOP/s of a kernel of each precision when no earlier run says better: a stage
+# typically below cuBLAS (H100 cuBLAS: fp32 52, tf32 364, fp16 681 TFLOP/s; GPU_NOTES.md).
+RATE = {"fp32": 20e12, "tf32": 100e12, "fp16": 300e12, "bf16": 300e12, "fp8": 500e12}
+ROW_S = 0.05          # per row outside the timed repeats: operands, fp64 reference share, warm-up
+EXTRA_CALLS = 3       # warm-up, the check and the sizing call, beside the timed repeats
+
+
+@dataclass(frozen=True, order=True)
+class Unit:
+    """One precision group at one shape: the smallest piece of work a GPU is given."""
+
+    precision: str
+    shape: Shape
+
+    @property
+    def key(self) -> tuple:
+        return (self.precision, self.shape.M, self.shape.N, self.shape.K)
+
+    @property
+    def name(self) -> str:
+        return f"{self.precision} {self.shape.name}"
+
+
+def units(scope: dict) -> dict:
+    """{Unit: [entry labels timed there]} from publish.schedule's scope ({precision: {label:
+    [shapes]}}), in the plan's order: precisions as planned, shapes smallest first."""
+    out: dict = {}
+    for prec, by_label in scope.items():
+        shapes = sorted({s for ss in by_label.values() for s in ss}, key=lambda s: (s.flops, s))
+        for s in shapes:
+            out[Unit(prec, s)] = [lb for lb, ss in by_label.items() if s in ss]
+    return out
+
+
+def model_seconds(unit: Unit, n_rows: int, settings) -> float:
+    """Seconds of `n_rows` kernels at the unit's shape by the FLOPs model: one call at the
+    precision's nominal rate, repeated as Settings sizes the repeats (within its budget)."""
+    call = unit.shape.flops / RATE.get(unit.precision, RATE["fp32"])
+    reps = min(settings.max_reps, max(settings.min_reps, settings.budget_s / max(call, 1e-9)))
+    return n_rows * (ROW_S + min(call, settings.max_call_s) * (reps + EXTRA_CALLS))
+
+
+def row_seconds(ms_median, reps) -> float:
+    """Seconds one recorded row took: its timed repeats and the calls beside them."""
+    ms = ms_median if ms_median is not None and math.isfinite(ms_median) else 0.0
+    n = reps if reps is not None and math.isfinite(reps) else 0
+    return ROW_S + ms / 1e3 * (n + EXTRA_CALLS)
+
+
+def costs(work: dict, settings, previous=None) -> dict:
+    """{Unit: seconds}. previous: the model's earlier results.csv (a DataFrame) or None; a unit
+    takes the recorded rows' seconds when the earlier run timed it, else the FLOPs model."""
+    seen: dict = {}
+    if previous is not None and len(previous) and {"dtype", "M", "N", "K", "ms_median", "reps"} <= set(previous):
+        for d, m, n, k, ms, reps in previous[["dtype", "M", "N", "K", "ms_median", "reps"]].itertuples(
+                index=False, name=None):
+            key = (d, int(m), int(n), int(k))
+            seen[key] = seen.get(key, 0.0) + row_seconds(float(ms), float(reps))
+    return {u: seen[u.key] if u.key in seen else model_seconds(u, len(labels), settings)
+            for u, labels in work.items()}
+
+
+def assign(cost: dict, n: int, start: dict | None = None) -> list:
+    """[[Unit] for rank 0..n-1]: longest first to the least loaded rank (start: seconds a rank
+    is busy with before its units, e.g. the ceilings on the rank that writes). Deterministic:
+    the same costs give the same shards on every rank. Each shard in the plan's order."""
+    if n < 1:
+        raise ValueError(f"n: at least one rank, got {n}")
+    load = [float((start or {}).get(r, 0.0)) for r in range(n)]
+    shards: list = [[] for _ in range(n)]
+    for u in sorted(cost, key=lambda u: (-cost[u], u)):
+        r = min(range(n), key=lambda i: (load[i], i))
+        shards[r].append(u)
+        load[r] += cost[u]
+    return [sorted(s, key=lambda u: (u.precision, u.shape.flops, u.shape)) for s in shards]
+
+
+def loads(shards: list, cost: dict, start: dict | None = None) -> list:
+    """Seconds of each shard (with its start)."""
+    return [float((start or {}).get(r, 0.0)) + sum(cost[u] for u in s) for r, s in enumerate(shards)]
+
+
+def by_precision(shard: list, order) -> dict:
+    """{precision: [Shape]} of a shard, precisions in `order` (the plan's), shapes smallest first."""
+    out: dict = {}
+    for p in order:
+        got = sorted((u.shape for u in shard if u.precision == p), key=lambda s: (s.flops, s))
+        if got:
+            out[p] = got
+    return out

@@ -1,0 +1,85 @@
+"""A torchrun worker of tests/test_distributed.py: distrun.rank_main with CPU stand-ins for the GPU.
+
+    TRITON_INTERPRET=1 python -m torch.distributed.run --nproc-per-node 2 tests/dist_run.py CONFIG.json
+
+Everything of the multi-GPU run is the real code (process group, shards, journals, gather,
+merge, commit of the tables and pages) except what needs a GPU (distrun.Rig): the GPU's name
+and uuid come from CONFIG, the ceilings are one fixed row, and the work function times each
+kernel of a unit once on the CPU: the Triton stage under the interpreter, cuBLAS as torch.matmul.
+CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}}.
+Each row carries the worker's pid, so the test can tell which attempt measured it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from study import distrun, measure, plan, runner  # noqa: E402
+from study.sweep import Options  # noqa: E402
+
+RANK = int(os.environ["RANK"])
+CFG = json.loads(Path(sys.argv[1]).read_text())
+DIE = CFG.get("die") or {}
+emitted = [0]
+
+
+def kernel_call(entry, a, b):
+    if entry.family == "cublas":
+        return a @ b
+    from study.kernels import TritonKernel
+    from study.registry import find
+
+    return TritonKernel(find("triton", entry.stage))(a, b)
+
+
+def cpu_work(precision, entries, shapes, settings, on_row=None, log_path=None, explicit_shapes=False, **kw):
+    """runner.run_group's contract on the CPU: every kernel of each shape, rows as they come."""
+    g = runner.GroupResult(precision)
+    t0 = time.perf_counter()
+    for s in shapes:
+        scope = plan.group_shapes(precision, entries, [s], explicit_shapes)
+        torch.manual_seed(s.M)
+        a, b = torch.randn(s.M, s.K), torch.randn(s.K, s.N)
+        ref = a.double() @ b.double()
+        for e in entries:
+            if s not in scope[e.label]:
+                continue
+            t = time.perf_counter()
+            c = kernel_call(e, a, b)
+            ms = (time.perf_counter() - t) * 1e3
+            err = float((c.double() - ref).norm() / ref.norm())
+            row = measure.result_row(e, s, ms_median=ms, ms_q1=ms, ms_q3=ms, reps=1, rel_err=err, tol=1e-4,
+                                     status="ok" if err < 1e-4 else "wrong", warmup_s=0.0)
+            row["pid"] = os.getpid()
+            g.rows.append(row)
+            on_row(row, None)
+            emitted[0] += 1
+            if DIE.get("rank") == RANK and emitted[0] == DIE.get("after_rows"):
+                os.kill(os.getpid(), signal.SIGKILL)   # a lost worker: no clean-up of any kind
+    g.seconds = time.perf_counter() - t0
+    return g
+
+
+def ceilings(gpu, quick):
+    return pd.DataFrame([dict(gpu=gpu, name="fp32_fma_chain", source="measured", precision="fp32", value=1.0,
+                              unit="TFLOP/s", detail="test")])
+
+
+def options() -> Options:
+    return Options(families=("triton", "cublas"), stages=("s03",), precisions=("fp32",), shapes=tuple(CFG["shapes"]),
+                   no_ncu=True, root=Path(CFG["root"]), model=False, allow_partial=CFG.get("allow_partial", False))
+
+
+if __name__ == "__main__":
+    rig = distrun.Rig(gpu_name=lambda: CFG["gpus"][RANK], uuid=lambda: f"GPU-fake-{RANK}", ceilings=ceilings,
+                      work=cpu_work, ceilings_s=0.0)
+    sys.exit(distrun.rank_main(options(), replicate=CFG.get("replicate", False), rig=rig))

@@ -1,0 +1,227 @@
+"""The study on several GPUs, on the CPU: shards (every unit once, deterministic, balanced by
+cost), the journal's merge, the GPU-to-GPU spread, the CLI's hand-over to torchrun, and the
+multi-GPU run itself: `python -m torch.distributed.run --nproc-per-node 2` on gloo with
+tests/dist_run.py (the real process group, shards, journals, gather, merge, commit and resume;
+the GPU's name, uuid, ceilings and timings stood in for on the CPU), a worker killed mid-run
+included."""
+import json
+import os
+import random
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from study import cli, device, distrun, journal, launch, plan, publish, shard, spread
+from study.measure import Settings, result_row
+from study.sweep import Options
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = ["16", "32", "48", "64", "80", "96"]
+LABELS = 2   # cuBLAS and Triton s03 at each shape (tests/dist_run.py's plan)
+
+
+def quick_work():
+    groups, shapes = plan.select(True)
+    return shard.units(publish.schedule(groups, shapes)[1]), groups, shapes
+
+
+# --- shards -------------------------------------------------------------------------------------
+
+def test_units_keep_every_kernel_of_a_shape_together():
+    work, groups, shapes = quick_work()
+    _, scope = publish.schedule(groups, shapes)
+    assert sum(map(len, work.values())) == sum(len(v) for sc in scope.values() for v in sc.values())
+    for u, labels in work.items():
+        assert set(labels) == {lb for lb, ss in scope[u.precision].items() if u.shape in ss}
+        assert any(lb.startswith("cublas:") for lb in labels), f"{u.name} has no cuBLAS baseline"
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_every_unit_exactly_once_and_the_same_on_every_rank(n):
+    work, groups, _ = quick_work()
+    cost = shard.costs(work, Settings.quick())
+    shards = shard.assign(cost, n)
+    flat = [u for s in shards for u in s]
+    assert len(flat) == len(set(flat)) == len(work) and set(flat) == set(work)
+    shuffled = list(cost.items())
+    random.Random(n).shuffle(shuffled)
+    assert shard.assign(dict(shuffled), n) == shards, "another rank, another dict order: the same shards"
+    by = [shard.by_precision(s, groups) for s in shards]
+    assert all(list(b) == [p for p in groups if p in b] for b in by), "precisions in the plan's order"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_shards_finish_together(n):
+    work, _, _ = quick_work()
+    cost = shard.costs(work, Settings())
+    loads = shard.loads(shard.assign(cost, n), cost)
+    mean, biggest = sum(cost.values()) / n, max(cost.values())
+    assert max(loads) <= mean + biggest, "greedy longest-first: never worse than the mean plus one unit"
+    naive = shard.loads([list(work)[r::n] for r in range(n)], cost)   # round robin in plan order
+    assert max(loads) <= max(naive)
+    start = {0: 0.5 * mean}   # the leader's ceilings: it gets less
+    lead = shard.loads(shard.assign(cost, n, start), cost, start)
+    assert lead[0] - start[0] < min(lead[1:]) and max(lead) <= mean + 0.5 * mean / n + biggest
+
+
+def test_costs_come_from_the_previous_run_where_it_has_the_rows():
+    work, _, _ = quick_work()
+    u = next(iter(work))
+    prev = pd.DataFrame([dict(dtype=u.precision, M=u.shape.M, N=u.shape.N, K=u.shape.K, ms_median=100.0, reps=10)])
+    cost, model = shard.costs(work, Settings(), prev), shard.costs(work, Settings())
+    assert cost[u] == pytest.approx(shard.ROW_S + 0.1 * (10 + shard.EXTRA_CALLS))
+    assert all(cost[v] == model[v] for v in work if v != u)
+    big, small = max(work, key=lambda v: v.shape.flops), min(work, key=lambda v: v.shape.flops)
+    assert model[big] / len(work[big]) > model[small] / len(work[small]), "more FLOPs, more seconds"
+
+
+# --- the journal's merge and the spread -----------------------------------------------------------
+
+def rows_of(unit, labels, **kw):
+    entries = [e for es in plan.plan((unit.precision,)).values() for e in es if e.label in labels]
+    return [dict(result_row(e, unit.shape, status="ok", ms_median=1.0, reps=5), **kw) for e in entries]
+
+
+def test_pick_takes_the_latest_complete_attempt_and_names_what_is_missing(tmp_path):
+    work, _, _ = quick_work()
+    (u1, l1), (u2, l2) = list(work.items())[:2]
+    jr = journal.Journal(tmp_path, "GPU-a", 1.0)
+    jr.append("assigned", device={"node": 0, "device_index": 3}, units=[u1.key, u2.key])
+    for r in rows_of(u1, l1, note="first"):
+        jr.append("row", unit=list(u1.key), row=r)
+    jr.append("row", unit=list(u2.key), row=rows_of(u2, l2)[0])   # then it died
+    jr.close()
+    with open(jr.path, "a") as f:
+        f.write('{"t": "row", "a": 1.0, "dev": "GPU-a", "unit": [')   # a line cut short by the kill
+    later = journal.Journal(tmp_path, "GPU-b", 2.0)
+    for r in rows_of(u1, l1, note="second")[:-1]:   # a later, incomplete attempt at u1
+        later.append("row", unit=list(u1.key), row=r)
+    picked = journal.pick(journal.read(tmp_path), {u1: l1, u2: l2})
+    assert picked.done == {(u1.key, "")}
+    assert {r["note"] for r in picked.rows[(u1.key, "")]} == {"first"}
+    lines = distrun.lost(picked, {u1: l1, u2: l2}, False, tmp_path)
+    assert len(lines) == 1 and "node 0 GPU 3 (GPU-a)" in lines[0] and u2.name in lines[0] and u1.name not in lines[0]
+
+
+def test_spread_table_per_kernel_shape():
+    rows = []
+    for dev, base in (("GPU-0", 10.0), ("GPU-1", 11.0), ("GPU-2", 12.0)):
+        for fam, stage, kind, tf in (("cublas", "cublas", "baseline", base), ("triton", "s03", "stage", 5.0)):
+            rows.append(dict(device_uuid=dev, node=0, device_index=int(dev[-1]), family=fam, stage=stage, kind=kind,
+                             dtype="fp32", layout="NN", scaling="", M=4096, N=4096, K=4096, status="ok", tflops=tf,
+                             pct_cublas=100.0 * tf / base))
+    sp = spread.spread_table(pd.DataFrame(rows))
+    tri = sp[sp["family"] == "triton"].iloc[0]
+    assert tri["gpus"] == 3 and tri["pct_min"] == pytest.approx(100 * 5 / 12) and tri["pct_max"] == pytest.approx(50)
+    assert sp[sp["family"] == "cublas"].iloc[0]["tflops_spread_pct"] == pytest.approx(20)
+    assert list(sp.columns) == spread.COLUMNS and spread.spread_table(pd.DataFrame()).empty
+
+
+# --- the CLI hands over to torchrun -------------------------------------------------------------
+
+def test_several_gpus_start_torchrun_with_the_same_arguments(monkeypatch, tmp_path):
+    monkeypatch.setattr(device, "capability", lambda: (9, 0))
+    monkeypatch.setattr(launch, "visible_gpus", lambda: 2)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    seen = []
+    monkeypatch.setattr(distrun, "host", lambda opts, argv, n, replicate: seen.append((argv, n, replicate)) or 0)
+    argv = ["reports", "--quick", "--replicate", "--out", str(tmp_path)]
+    assert cli.main(argv) == 0 and seen == [(argv, 2, True)]
+    cmd = launch.command(argv, 2)
+    assert cmd[1:3] == ["-m", "torch.distributed.run"] and "--nproc-per-node=2" in cmd
+    assert cmd[-len(argv) - 2:] == ["--module", "study", *argv]
+    assert cli.main(["reports", "--gpus", "3", "--out", str(tmp_path)]) == 1   # more than it sees
+    assert cli.main(["reports", "--replicate", "--redraw"]) == 2
+
+
+def test_a_torchrun_worker_pins_its_gpu_before_cuda(monkeypatch, tmp_path):
+    for k, v in (("TORCHELASTIC_RUN_ID", "x"), ("LOCAL_RANK", "1"), ("CUDA_VISIBLE_DEVICES", "3,5")):
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv(launch.PINNED, "")   # restored (removed) after the test, like the others
+    monkeypatch.setattr(launch, "_pinned", [])
+    asked = []
+    monkeypatch.setattr(device, "capability", lambda: asked.append(os.environ["CUDA_VISIBLE_DEVICES"]) or (9, 0))
+    monkeypatch.setattr(distrun, "rank_main", lambda opts, replicate, fresh: 0)
+    assert cli.main(["reports", "--quick", "--out", str(tmp_path)]) == 0
+    assert asked and asked[0] == "5" and os.environ[launch.PINNED] == "5"
+
+
+# --- the run itself under torchrun (2 workers, gloo) ---------------------------------------------
+
+def torchrun(tmp_path, name, **cfg):
+    cfg = {"root": str(tmp_path / "reports"), "shapes": SHAPES, "gpus": ["FAKE_GPU", "FAKE_GPU"], **cfg}
+    (tmp_path / f"{name}.json").write_text(json.dumps(cfg))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1", OMP_NUM_THREADS="1",
+               STUDY_JOURNAL_DIR=str(tmp_path / "journal"), STUDY_BUILD_DIR=str(tmp_path / "build" / "cuda"))
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(ROOT / "tests" / "dist_run.py"), str(tmp_path / f"{name}.json")],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return p
+
+
+def options(root: Path, shapes=SHAPES) -> Options:
+    return Options(families=("triton", "cublas"), stages=("s03",), precisions=("fp32",), shapes=tuple(shapes),
+                   no_ncu=True, root=root, model=False)
+
+
+def test_lost_worker_keeps_its_rows_and_the_same_command_resumes(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "reports"
+    p = torchrun(tmp_path, "die", die={"rank": 1, "after_rows": 3})
+    assert p.returncode != 0, p.stderr[-3000:]
+    assert not (root / "data").exists(), "a run that lost a worker writes nothing"
+    (folder,) = (tmp_path / "journal" / "FAKE_GPU").iterdir()
+    recs = journal.read(folder)
+    dead = [r["row"] for r in recs if r["t"] == "row" and r["dev"] == "GPU-fake-1"]
+    assert len(dead) == 3, "every row appended before the kill is kept"
+    by_shape = pd.DataFrame(dead).groupby("M").size()
+    whole, cut = set(by_shape[by_shape == LABELS].index), set(by_shape[by_shape < LABELS].index)
+    assert whole and cut
+    monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
+    assert distrun.salvage(options(root)) == 1
+    err = capsys.readouterr().err
+    assert "shard of node 0 GPU 1 (GPU-fake-1)" in err and "missing" in err and "nothing written" in err
+    assert not (root / "data").exists()
+    assert distrun.salvage(replace(options(root), allow_partial=True)) == 0   # what came, written as it is
+    part = pd.read_csv(root / "data" / "FAKE_GPU" / "results.csv")
+    kept = {(r["row"]["M"], r["row"]["family"]) for r in recs if r["t"] == "row"}
+    assert set(zip(part["M"], part["family"])) == kept and len(part) == len(kept) < len(SHAPES) * LABELS
+    env = json.loads((root / "data" / "FAKE_GPU" / "environment.json").read_text())
+    assert any("GPU-fake-1" in m for m in env["missing"]), "the written tables name the missing shard"
+    p = torchrun(tmp_path, "resume")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "resuming" in p.stderr
+    res = pd.read_csv(root / "data" / "FAKE_GPU" / "results.csv")
+    assert len(res) == len(SHAPES) * LABELS and not res.duplicated(["family", "M"]).any()
+    assert {"node", "device_index", "device_uuid"} <= set(res.columns)
+    assert set(res["device_uuid"]) == {"GPU-fake-0", "GPU-fake-1"}
+    assert (res.groupby("M")["device_uuid"].nunique() == 1).all(), "a stage beside its cuBLAS, on one GPU"
+    dead_pid = dead[0]["pid"]
+    assert set(res.loc[res["pid"] == dead_pid, "M"]) == whole, "whole units kept, the cut one measured again"
+    assert (res["status"] == "ok").all() and (root / "README.md").exists()
+    assert not (tmp_path / "journal" / "FAKE_GPU").exists(), "a written run removes its journals"
+
+
+def test_replicate_gives_every_gpus_rows_and_the_spread(tmp_path):
+    p = torchrun(tmp_path, "rep", shapes=SHAPES[:3], replicate=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = tmp_path / "reports" / "data" / "FAKE_GPU"
+    res, rep = pd.read_csv(data / "results.csv"), pd.read_csv(data / "replicas.csv")
+    assert len(res) == 3 * LABELS and set(res["device_uuid"]) == {"GPU-fake-0"}
+    assert len(rep) == 2 * len(res) and set(rep["device_uuid"]) == {"GPU-fake-0", "GPU-fake-1"}
+    assert (rep.loc[rep["family"] == "cublas", "pct_cublas"] == 100).all(), "each GPU against its own cuBLAS"
+    assert (spread.spread_table(rep)["gpus"] == 2).all()
+    assert "GPU-fake-1" in (tmp_path / "reports" / "FAKE_GPU" / "spread.md").read_text()
+
+
+def test_two_gpu_models_write_their_own_tables_from_one_run(tmp_path):
+    p = torchrun(tmp_path, "mixed", shapes=SHAPES[:2], gpus=["FAKE_A", "FAKE_B"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    for rank, gpu in enumerate(["FAKE_A", "FAKE_B"]):
+        res = pd.read_csv(tmp_path / "reports" / "data" / gpu / "results.csv")
+        assert len(res) == 2 * LABELS and set(res["device_uuid"]) == {f"GPU-fake-{rank}"}
+    assert {"FAKE_A", "FAKE_B"} <= {d.name for d in (tmp_path / "reports").iterdir()}
