@@ -249,13 +249,19 @@ def check_operands(precisions, layouts, a, b, c=None, alpha=1.0, beta=0.0, allow
 
 
 def signature(a, b, c, alpha, beta, scale_a, scale_b):
-    """What every check of a call with C allocated by the kernel depends on (shapes, strides,
-    dtypes, device, 16-byte alignment of the data, alpha and beta), or None for calls that always
-    take the full path (C given: its overlap with a and b depends on the addresses; fp8 scales;
-    non-float scalars). Calls of one signature pass or fail the checks alike, so the host cost
-    of checking is paid once per signature (nn.Linear's calls repeat a handful of them)."""
-    if c is not None or scale_a is not None or scale_b is not None or type(alpha) is not float \
-            or type(beta) is not float or type(a) is not torch.Tensor or type(b) is not torch.Tensor:
+    """What every check of a call depends on, as a hashable key, or None for calls that always
+    take the full path (fp8 scales, non-float scalars, tensor subclasses): shapes, strides,
+    dtypes, device, 16-byte alignment of a and b, alpha and beta; with C given also C's shape,
+    strides, dtype and device and the three addresses (C's overlap with a and b depends on them).
+    Calls of one signature pass or fail the checks alike, so the host cost of checking is paid
+    once per signature (a model's layers repeat a handful of them)."""
+    if scale_a is not None or scale_b is not None or type(alpha) is not float or type(beta) is not float \
+            or type(a) is not torch.Tensor or type(b) is not torch.Tensor:
         return None
-    return (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
-            b.data_ptr() & 15, alpha, beta)
+    key = (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15, b.shape, b.stride(), b.dtype, b.device,
+           b.data_ptr() & 15, alpha, beta)
+    if c is None:
+        return key
+    if type(c) is not torch.Tensor:
+        return None
+    return key + (c.shape, c.stride(), c.dtype, c.device, c.data_ptr(), a.data_ptr(), b.data_ptr())

@@ -270,9 +270,9 @@ def test_gpu_tiny_beta_skips_c_and_bumps_version(family, name):
 
 def test_checks_paid_once_per_signature(monkeypatch, no_stream):
     """A second call with operands of the same shapes, strides, dtypes, device and 16-byte
-    alignment (C allocated by the kernel) skips the checks that passed for the first; anything
-    else (another alignment, shape, C given, a non-float scalar) takes the full path again, so
-    a refusal is never skipped."""
+    alignment (and, with C given, the same three addresses) skips the checks that passed for the
+    first; anything else (another alignment, shape or C, a non-float scalar) takes the full path
+    again, so a refusal is never skipped."""
     launches, seen = [], []
     k = fake_cuda(launches)
     real = kernels.check_operands
@@ -281,11 +281,16 @@ def test_checks_paid_once_per_signature(monkeypatch, no_stream):
     k(a, b)
     k(a.clone(), b.clone())
     assert len(seen) == 1 and len(launches) == 2
-    k(a, b, c)                                    # C given: overlap depends on addresses
+    k(a, b, c)                                    # C given: checked once for these addresses
+    k(a, b, c, beta=0.5)
+    assert k(a, b, c, beta=0.5) is c and len(seen) == 3
+    k(a, b, c.clone())                            # another C: its overlap is checked again
     k(a, b, alpha=2)                              # an int alpha
     k(torch.randn(8, 9)[:, 1:], b)                # another 16-byte alignment of a
     k(torch.randn(16, 8), b)                      # another shape
-    assert len(seen) == 5 and len(launches) == 6
+    assert len(seen) == 7 and len(launches) == 9
+    with pytest.raises(ValueError, match="overlap"):
+        k(a, b, a)                                # C on top of A: refused, and never cached
     with pytest.raises(ValueError, match="requires grad"):
         k(a.clone().requires_grad_(True), b)      # refused before the cache is looked at
     refusing = fake_cuda(launches, why="lda must be a multiple of 4")
