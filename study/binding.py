@@ -87,10 +87,15 @@ def binding_source(stage: Stage) -> str:
             f"static void launch_{prec}({args}, std::uintptr_t stream, int config) {{\n"
             f"  std::string refused = layout_refusal(layout);\n"
             f"  if (!refused.empty()) throw std::invalid_argument(\"{ns}: \" + refused);\n  {make}\n"
+            f"  // a launcher ends with cudaGetLastError(): clear first what an earlier runtime call of this\n"
+            f"  // thread left (a sticky error stays and is reported again), so the result is this launch's\n"
+            f"  const cudaError_t stale = cudaGetLastError();\n"
             f"  cudaError_t err = config < 0 ? {ns}::launch(p, reinterpret_cast<cudaStream_t>(stream))\n"
             + (f"                             : {ns}::launch(p, reinterpret_cast<cudaStream_t>(stream), config);\n"
                if configs else "                             : cudaErrorInvalidValue;\n")
-            + f"  if (err != cudaSuccess) throw std::runtime_error(std::string(\"{ns} launch: \") + cudaGetErrorString(err));\n}}\n")
+            + f"  if (err != cudaSuccess)\n    throw std::runtime_error(std::string(\"{ns} launch: \") + cudaGetErrorString(err) +\n"
+            f"                             (stale != cudaSuccess ? std::string(\" (an earlier CUDA call in this thread had left: \") +\n"
+            f"                                                     cudaGetErrorString(stale) + \")\" : std::string()));\n}}\n")
         defs.append(f'  m.def("check_{prec}", &check_{prec});')
         defs.append(f'  m.def("launch_{prec}", &launch_{prec});')
     if configs:
