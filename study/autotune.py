@@ -101,6 +101,15 @@ def time_config(kern, p, a, b, c, config: int, reps: int = 9) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def _context_error() -> str | None:
+    """The error a synchronise raises once a kernel has killed the CUDA context (sticky), or None."""
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        return str(exc).splitlines()[0][:200]
+    return None
+
+
 def choose(kern, p, a, b, c) -> int:
     """The cached best configuration for this problem's shape class and copy path (16-byte or
     not), searching if needed."""
@@ -115,12 +124,15 @@ def choose(kern, p, a, b, c) -> int:
             return hit["config"]
         scratch = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
         q = Problem(p.M, p.N, p.K, p.lda, p.ldb, p.N, p.precision, p.layout)
-        times = {}
+        times, failed = {}, False
         for i, name in enumerate(names):
             try:
                 times[i] = time_config(kern, q, a, b, scratch, i)
             except RuntimeError:  # a configuration that cannot launch here is simply not chosen
-                continue
+                failed = True
+        if failed and (dead := _context_error()):   # a fault, not a refusal: the search proves nothing
+            raise RuntimeError(f"{kern.name}: the CUDA context died during the configuration search at "
+                               f"{p.M}x{p.N}x{p.K} ({dead}); nothing was saved")
         if not times:
             raise RuntimeError(f"{kern.name}: no configuration could run {p.M}x{p.N}x{p.K}")
         best = min(times, key=times.get)

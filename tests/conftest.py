@@ -114,3 +114,37 @@ def cpu_rowwise_scaled_mm_unsupported() -> str | None:
     except RuntimeError:
         return f"torch {torch.__version__}: _scaled_mm on CPU takes per-tensor scales only (the GPU tests cover row-wise)"
     return None
+
+
+def _cuda_context_error() -> str | None:
+    """Why the CUDA context is dead (a kernel fault is sticky: every later CUDA call fails), or
+    None; None too where CUDA was never initialised in this process."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        return str(exc).splitlines()[0][:200]
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that killed the CUDA context takes its process down with it, rather than failing
+    every later test of that process: under pytest-xdist the worker exits (xdist reports this test
+    as the one it crashed in and starts a fresh worker for the rest); in a single process the
+    session stops, naming the test."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call" or not rep.failed:
+        return
+    dead = _cuda_context_error()
+    if dead is None:
+        return
+    msg = f"{item.nodeid} killed the CUDA context ({dead})"
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        print(f"\n{msg}: this worker exits", file=sys.stderr, flush=True)
+        os._exit(3)
+    pytest.exit(f"{msg}; the remaining tests would fail on the dead context", returncode=1)

@@ -184,3 +184,33 @@ def test_clock_sampler_reads_the_measured_gpu(monkeypatch):
     assert clock.latest()["power_w"] == 650.0
     assert "-i" not in procs[0].cmd
     assert clock.stop()["sm_clock_median_mhz"] == 1979.0
+
+
+def test_autotune_saves_nothing_from_a_dead_context(tmp_path, monkeypatch):
+    """A configuration that faults (the context dies) fails the search instead of being skipped
+    as 'cannot launch here', and nothing is written to the autotune cache."""
+    import pytest
+    import torch
+
+    from study import autotune
+    from study.operands import Problem
+
+    monkeypatch.setenv("STUDY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(autotune, "_cache", None)
+    monkeypatch.setattr(autotune.device, "gpu_name", lambda: "GPU")
+    kern = SimpleNamespace(name="s08_autotuned", configs=lambda: ["a", "b"])
+
+    def faulting(kern, p, a, b, c, i, reps=9):
+        if i == 1:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return 1.0
+    monkeypatch.setattr(autotune, "time_config", faulting)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: (_ for _ in ()).throw(
+        RuntimeError("CUDA error: an illegal memory access was encountered")))
+    a = torch.zeros(8, 8)
+    p = Problem(8, 8, 8, 8, 8, 8, "fp32", "NN")
+    with pytest.raises(RuntimeError, match="context died during the configuration search"):
+        autotune.choose(kern, p, a, a, a)
+    assert not (tmp_path / "autotune.json").exists()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)   # a config that only cannot launch
+    assert autotune.choose(kern, p, a, a, a) == 0 and (tmp_path / "autotune.json").exists()
