@@ -158,6 +158,8 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     graphed = bool(singles) and min(s for _, s in singles.values()) < GRAPH_BELOW_MS
     for entry, (t, single) in singles.items():
         if graphed and single < GRAPH_MAX_MS:
+            # capture (and the replay check) synchronise: a fault here is this kernel's
+            emit({"event": "start", "entry": entry.label, "shape": shape.name, "phase": "capture"})
             try:
                 t.use_graph()
                 bad = t.check_replay()   # a replay computes what a plain call does
@@ -180,6 +182,8 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     # a ~2 ms spin at the start of a round also lets the clocks come back up before timing.
     todo = dict(timers)
     rnd = 0
+    if timers:   # from here every kernel of the shape runs interleaved and asynchronously: a fault
+        emit({"event": "rounds", "shape": shape.name})   # cannot be pinned on the last one started
     timed_from = time.time()  # the parent reads the SM clock and board power over this window
     while todo:
         items = list(todo.items())

@@ -4,6 +4,12 @@ Each precision group runs in a child process (`python -m study.worker measure SP
 prints one JSON line per event:
 
     {"event": "start", "entry": label, "shape": name}   a kernel is about to run at a shape
+                                                         (warm-up and check; "phase": "capture" before
+                                                         its graph capture), synchronised: a fault
+                                                         until the next event is this kernel's
+    {"event": "rounds", "shape": name}                   the timed rounds begin: every kernel of the
+                                                         shape interleaved, asynchronous; a fault
+                                                         now blames no kernel and loses the shape
     {"event": "timed", "shape": name, "t0": t, "t1": t}  the shape's timed rounds (time.time())
     {"event": "row", "row": {...}}                       one tidy row (measure.py)
     {"event": "resources" | "autotune", "rows": [...]}   what the child compiled (capture.py)
@@ -164,7 +170,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         err_file = open(log_path, "a") if log_path else subprocess.DEVNULL
         proc = subprocess.Popen([sys.executable, "-m", "study.worker", "measure", f.name], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
-        last_start, window, finished, hung = None, None, False, False
+        last_start, window, finished, hung, rounds_at = None, None, False, False, None
         for line in _lines(proc, stall_s):
             if line is None:  # no event for stall_s: a hung kernel; the child is killed
                 hung = True
@@ -177,9 +183,11 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
             if ev is None:
                 continue
             if ev["event"] == "start":
-                last_start, window = ev, None
+                last_start, window, rounds_at = ev, None, None
+            elif ev["event"] == "rounds":   # the shape's kernels now run interleaved, asynchronously
+                rounds_at = ev["shape"]
             elif ev["event"] == "timed":   # the shape's timed rounds, before its rows
-                window = (ev["t0"], ev["t1"])
+                window, rounds_at = (ev["t0"], ev["t1"]), None
             elif ev["event"] == "row":
                 res.rows.append(ev["row"])
                 if on_row:
@@ -201,6 +209,13 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         if last_start is None or not remaining:
             res.crashes.append(f"{precision}: child exited {proc.returncode} before any kernel ran")
             break
+        if rounds_at is not None:   # any kernel of the shape may have faulted: blame none, drop the shape
+            what = (f"hung (no progress for {stall_s:.0f} s; killed)" if hung else
+                    f"crashed the CUDA context (exit {proc.returncode})")
+            res.crashes.append(f"{precision}: {what} in the timed rounds at {rounds_at}, where its kernels run "
+                               f"interleaved: no kernel is blamed and that shape is not measured; see bench log")
+            remaining = [s for s in remaining if s.name != rounds_at]
+            continue
         bad = next((e for e in entries if e.label == last_start["entry"]), None)
         if bad is None:
             res.crashes.append(f"{precision}: child exited {proc.returncode} outside any kernel")

@@ -361,3 +361,44 @@ def test_verdict_uses_the_whole_check(monkeypatch):
     assert rows["good"]["status"] == "ok" and rows["good"]["reason"] == ""
     assert rows["elementwise"]["status"] == "wrong" and "elementwise" in rows["elementwise"]["reason"]
     assert rows["replay"]["status"] == "wrong" and rows["replay"]["reason"].startswith("graph replay")
+
+
+ROUNDS_CRASH_CHILD = '''
+import json, sys
+spec = json.loads(open(sys.argv[-1]).read())
+for shape in spec["shapes"]:
+    name = f"{shape['M']}^3"
+    for e in spec["entries"]:
+        label = f"{e['family']}:{e['stage']}:{e['precision']}:{e['layout']}"
+        print(json.dumps({"event": "start", "entry": label, "shape": name}), flush=True)
+    print(json.dumps({"event": "rounds", "shape": name}), flush=True)
+    if shape["M"] == 128:
+        sys.exit(3)          # a fault while every kernel of the shape runs interleaved
+    print(json.dumps({"event": "timed", "shape": name, "t0": 0, "t1": 1}), flush=True)
+    for e in spec["entries"]:
+        print(json.dumps({"event": "row", "row": dict(stage=e["stage"], M=shape["M"], N=shape["N"], K=shape["K"],
+                                                      status="ok")}), flush=True)
+print(json.dumps({"event": "done"}))
+'''
+
+
+def test_crash_in_timed_rounds_blames_no_kernel(tmp_path, monkeypatch):
+    """A fault during a shape's timed rounds (every kernel queued, asynchronous) is not pinned on
+    the last kernel warmed: no kernel is skipped, that shape is recorded as lost, the others run."""
+    import subprocess
+    import sys
+
+    from study import plan, runner
+    from study.measure import Settings
+
+    script = tmp_path / "rounds_child.py"
+    script.write_text(ROUNDS_CRASH_CHILD)
+    real = subprocess.Popen
+    monkeypatch.setattr(runner.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, str(script), cmd[-1]], **kw))
+    entries = [plan.Entry("cublas", "cublas", "fp32", "NN", "baseline"), plan.Entry("cuda", "s01", "fp32", "NN")]
+    g = runner.run_group("fp32", entries, plan.parse_shapes(["64", "128", "256"]), Settings(), stall_s=5)
+    assert {(r["stage"], r["M"]) for r in g.rows} == {(s, m) for s in ("cublas", "s01") for m in (64, 256)}
+    assert all(r["status"] == "ok" for r in g.rows)
+    assert len(g.crashes) == 1 and g.crashes[0].startswith("fp32: crashed the CUDA context (exit 3) in the timed "
+                                                           "rounds at 128^3") and "no kernel is blamed" in g.crashes[0]
