@@ -92,18 +92,17 @@ class use(TorchFunctionMode):
 
     def _product(self, a2, b):
         """a2 @ b on the kernel; through MatmulFn when autograd needs its gradient."""
-        layout = pick_layout(a2, b, self.layouts)
-        if layout is None:
-            raise _Fallback("layout")
         grad_a, grad_b = (torch.is_grad_enabled() and t.requires_grad for t in (a2, b))
+        if grad_a or grad_b:
+            layout = pick_layout(a2, b, self.layouts)
+            if layout is None:
+                raise _Fallback("layout")
+            if missing_grad_layouts(layout, self.layouts, grad_a, grad_b):
+                raise _Fallback("autograd")
         try:
-            if grad_a or grad_b:
-                if missing_grad_layouts(layout, self.layouts, grad_a, grad_b):
-                    raise _Fallback("autograd")
-                return MatmulFn.apply(a2, b, self.kernel, self)
-            return self.kernel(a2, b)
-        except ValueError:   # the kernel's checks refused it before any launch
-            raise _Fallback("limits") from None
+            return MatmulFn.apply(a2, b, self.kernel, self) if grad_a or grad_b else self.kernel(a2, b)
+        except ValueError:   # the kernel's checks refused it before any launch (its layout check too)
+            raise _Fallback("layout" if pick_layout(a2, b, self.layouts) is None else "limits") from None
 
     # --- one route per torch function -------------------------------------------------------
     def mm(self, a, b, *, out=None):
