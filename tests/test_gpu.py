@@ -62,8 +62,9 @@ def triton_warm():
     alignment) and BETA_ZERO: ~200 compiles of ~1 s for the sweep below. They are single-threaded,
     so this fixture first runs the Triton part of this file in parallel subprocesses, which fill
     the on-disk Triton cache; the tests here then hit it. Results of the warm-up runs are
-    ignored (these tests report)."""
-    if os.environ.get("STUDY_TEST_WARM") or not torch.cuda.is_available():
+    ignored (these tests report). Under pytest-xdist the workers already compile in parallel,
+    and a warm-up per worker would start workers x jobs compiling processes: skipped there."""
+    if os.environ.get("STUDY_TEST_WARM") or os.environ.get("PYTEST_XDIST_WORKER") or not torch.cuda.is_available():
         return
     stems = sorted({s.stem for s in study.all_stages("triton")})
     jobs = max(1, min(len(stems), (os.cpu_count() or 2) // 2, 8))
