@@ -27,7 +27,7 @@ from typing import Callable
 
 import pandas as pd
 
-from . import journal, launch, results, shard
+from . import journal, launch, prewarm, results, shard
 from .atomic import Busy, locked
 from .journal import Picked, pick
 from .measure import Settings
@@ -165,7 +165,12 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         from .sweep import _build
 
         _build(groups)   # this host's CUDA builds, before its workers' children ask for them
-    r = prepare(opts, groups, shapes, gpu, build_stages=lead, measure_ceilings=(rig.ceilings or True) if lead else False)
+    mine_scope: dict = {}   # the Triton kernel-shapes this rank compiles ahead (prewarm.py)
+    for u in mine_units:
+        for lb in work[u]:
+            mine_scope.setdefault(u.precision, {}).setdefault(lb, []).append(u.shape)
+    r = prepare(opts, groups, shapes, gpu, build_stages=lead, measure_ceilings=(rig.ceilings or True) if lead else False,
+                warm=prewarm.triples_of(groups, mine_scope))
     if lead:
         jr.append("ceilings", rows=r.ceil.to_dict("records"))
         jr.append("env", env=r.env)

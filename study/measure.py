@@ -105,11 +105,18 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
 
     operands = {}   # scaling ("" or fp8's "tensor" / "row") -> Operands, made on first use
     rows, timers, singles = {}, {}, {}
+    spent: dict = {}   # seconds by step, sent as a "split" event: where the group's time goes
+
+    def lap(step, t0):
+        spent[step] = spent.get(step, 0.0) + time.perf_counter() - t0
+        return time.perf_counter()
     for entry, call in calls:
+        t0 = time.perf_counter()
         if entry.scaling not in operands:
             operands[entry.scaling] = Operands(shape.M, shape.N, shape.K, precision, seed=settings.seed,
                                                **({"scaling": entry.scaling} if entry.scaling else {}))
         ops = operands[entry.scaling]
+        t0 = lap("inputs", t0)
         if entry in skip:
             why = skip[entry]
             status = "error" if why.startswith(NOT_RUNNABLE) else "skipped"
@@ -119,10 +126,13 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         t = Timer(call, ops, entry.layout, flush)
         try:
             warm_s = t.warm()
+            t0 = lap(f"warm-up {entry.family}", t0)
             err, tol, problems = t.check()
+            t0 = lap("check (fp64 reference, alpha/beta)", t0)
             single = t.single_ms()
             if single < 2 * GRAPH_BELOW_MS:   # it may decide the shape's timing mode: best of 3
                 single = min(single, t.single_ms(), t.single_ms())
+            lap("sizing call", t0)
         except ValueError as exc:  # the kernel's Limits refuse this shape: not an error
             rows[entry] = result_row(entry, shape, status="unsupported", reason=short_error(exc))
             continue
@@ -157,6 +167,7 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     # Calls longer than GRAPH_MAX_MS stay plain: the launch gap is < 0.1% of them.
     graphed = bool(singles) and min(s for _, s in singles.values()) < GRAPH_BELOW_MS
     for entry, (t, single) in singles.items():
+        t0 = time.perf_counter()
         if graphed and single < GRAPH_MAX_MS:
             # capture (and the replay check) synchronise: a fault here is this kernel's
             emit({"event": "start", "entry": entry.label, "shape": shape.name, "phase": "capture"})
@@ -171,6 +182,7 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
                 rows[entry]["reason"] = (rows[entry]["reason"] + "; " if rows[entry]["reason"] else "") + \
                     f"no CUDA graph ({short_error(exc)[:80]})"
                 t.graph = None
+            lap("graph capture and replay check", t0)
         # a repeat replays calls_per_rep calls: size the repeats by what one repeat costs
         timers[entry] = (t, repeats(single * t.calls_per_rep, settings.budget_s, settings.min_reps,
                                     settings.max_reps))
@@ -199,6 +211,8 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
             t.collect()
     if timers:
         emit({"event": "timed", "shape": shape.name, "t0": timed_from, "t1": time.time()})
+        spent["timed repeats"] = time.time() - timed_from
+    emit({"event": "split", "s": spent})
     for entry, (t, _) in timers.items():
         tm = t.timing()
         rows[entry].update(ms_median=tm.ms_median, ms_q1=tm.ms_q1, ms_q3=tm.ms_q3, reps=tm.reps,

@@ -11,6 +11,7 @@ prints one JSON line per event:
                                                          shape interleaved, asynchronous; a fault
                                                          now blames no kernel and loses the shape
     {"event": "timed", "shape": name, "t0": t, "t1": t}  the shape's timed rounds (time.time())
+    {"event": "split", "s": {step: seconds}}             where the shape's time went (measure.py)
     {"event": "row", "row": {...}}                       one tidy row (measure.py)
     {"event": "resources" | "autotune", "rows": [...]}   what the child compiled (capture.py)
     {"event": "done"}
@@ -121,6 +122,14 @@ class GroupResult:
     autotune: list = field(default_factory=list)
     seconds: float = 0.0
     crashes: list = field(default_factory=list)
+    split: dict = field(default_factory=dict)   # seconds by step, summed over shapes and restarts
+
+    def where(self) -> str:
+        """Where the group's time went, largest first; the rest is the children's start-up
+        (imports, CUDA context, module loads) and the parent's bookkeeping."""
+        rest = self.seconds - sum(self.split.values())
+        parts = sorted(self.split.items(), key=lambda kv: -kv[1]) + [("start-up and other", rest)]
+        return f"{self.precision} {self.seconds:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in parts)
 
 
 def _lines(proc, stall_s: float):
@@ -192,6 +201,9 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
                 res.rows.append(ev["row"])
                 if on_row:
                     on_row(ev["row"], window)
+            elif ev["event"] == "split":
+                for k, v in ev["s"].items():
+                    res.split[k] = res.split.get(k, 0.0) + v
             elif ev["event"] == "resources":
                 res.resources += ev["rows"]
             elif ev["event"] == "autotune":

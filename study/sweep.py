@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import autotune, build, ceilings, device, environment, profile, resources, results, runner, tables
+from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, runner, tables
 from .atomic import locked
 from .measure import Settings
 from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, select
@@ -117,7 +117,7 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
     at every one; else plan.group_shapes keeps the decode sweep to its kernels)."""
     own, scope = schedule(groups, shapes, explicit)   # fp8: + its K sweep (error vs K)
     bar = _progress(sum(len(v) for sc in scope.values() for v in sc.values()), "measuring")
-    got = {"rows": [], "resources": [], "autotune": [], "crashes": []}
+    got: dict = {"rows": [], "resources": [], "autotune": [], "crashes": []}
 
     def on_row(r, window=None):
         r.update(clock.during(*window) if window else clock.latest())
@@ -126,9 +126,11 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
         bar.set_description(f"measuring {prec}")
         g = runner.run_group(prec, entries, own[prec], settings, on_row=on_row, log_path=logs / f"bench_{prec}.log",
                              explicit_shapes=explicit)
-        for key in got:
+        for key in ("rows", "resources", "autotune", "crashes"):
             got[key] += getattr(g, key)
         phases[f"measure {prec}"] = g.seconds
+        got.setdefault("split", {})[prec] = {k: round(v, 1) for k, v in g.split.items()}
+        say(g.where())
     bar.close()
     for c in got["crashes"]:
         say(f"CRASH: {c}")
@@ -239,11 +241,11 @@ class Ready:
 
 
 def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, build_stages: bool = True,
-            measure_ceilings=True) -> Ready:
-    """Everything before measuring: environment, clock sampler, CUDA builds (build_stages) and
-    ceilings (measure_ceilings: True, or a function like ceilings.measure; False: none)."""
-    t_all, phases = time.perf_counter(), {}
-    gpu = gpu or device.gpu_name()
+            measure_ceilings=True, warm: list | None = None) -> Ready:
+    """Everything before measuring: environment, clock sampler, CUDA builds (build_stages) with
+    the Triton kernel-shapes `warm` compiled alongside (prewarm.py; None: the plan's, if
+    build_stages) and ceilings (measure_ceilings: True, or a function like ceilings.measure)."""
+    t_all, phases, gpu = time.perf_counter(), {}, gpu or device.gpu_name()
     settings = Settings.quick() if opts.quick else Settings()
     env = environment.collect()
     env.update(environment.settings_fields(settings))   # the budgets and the operands' seed
@@ -253,9 +255,9 @@ def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, b
     logs.mkdir(parents=True, exist_ok=True)
     say(f"{gpu}: {sum(len(v) for v in groups.values())} kernels in {len(groups)} precision groups x "
         f"{len(shapes)} shapes ({env['mode']}); logs in {logs}")
-    t = time.perf_counter()
-    built, cuda_res = _build(groups) if build_stages else ([], None)
-    phases["build"] = time.perf_counter() - t
+    if warm is None:
+        warm = prewarm.triples_of(groups, schedule(groups, shapes, bool(opts.shapes))[1]) if build_stages else []
+    built, cuda_res = prewarm.alongside(warm, lambda: _build(groups) if build_stages else ([], None), phases, say)
     ceil = pd.DataFrame()
     if measure_ceilings:
         t = time.perf_counter()
@@ -300,7 +302,7 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     builds = _with_gpu(pd.DataFrame(_build_rows(r.built, res)), gpu)
     if r.clock is not None:
         env.update(r.clock.stop())
-    env["crashes"] = got["crashes"]
+    env["crashes"], env["measure_split_s"] = got["crashes"], got.get("split", {})
     phases["tables"] = time.perf_counter() - t
     root = opts.out()
     old = results.data_dir(gpu, root)

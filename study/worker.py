@@ -4,6 +4,7 @@
     profile SPEC.json ORDER   the kernels to profile, run under Nsight Compute (profile.py)
     build STAGE.cu            compile one CUDA stage (build.py's parallel build)
     model SPEC.json           the kernels in a model: training, inference, MLP, overhead (modelrun.py)
+    prewarm SPEC.json         compile Triton kernel-shapes ahead of measuring them (prewarm.py)
 
 A module of its own, imported by nothing in the package: `python -m study.<module>` for a
 module that `import study` has already loaded makes runpy warn ("found in sys.modules after
@@ -26,6 +27,10 @@ def main(argv: list) -> int:
         from .modelrun import child_main as model_main
 
         return model_main(args[0])
+    if job == "prewarm" and len(args) == 1:
+        from .prewarm import child_main as prewarm_main
+
+        return prewarm_main(args[0])
     if job == "build" and len(args) == 1:
         from .build import build_one
 
