@@ -65,13 +65,23 @@ def _form(name: str, transposed: bool) -> str:
             else "row-major, stride (ld, 1)")
 
 
+def _whole_rows(t: torch.Tensor, transposed: bool) -> bool:
+    """Read in that orientation, t's rows as stored start on 16-byte boundaries (or it has one)."""
+    rows, cols = t.shape[::-1] if transposed else t.shape
+    return rows <= 1 or (t.stride(1 if transposed else 0) * t.element_size()) % 16 == 0
+
+
 def infer_layout(layouts: tuple, a: torch.Tensor, b: torch.Tensor) -> str:
-    """The first of `layouts` (a kernel's, primary first) that a's and b's strides fit; else a
-    ValueError naming the operand that fits none of them, the forms it could take and the layouts."""
-    for layout in layouts:
-        ta, tb = TRANSPOSED[layout]
-        if _fits(a, ta) and _fits(b, tb):
-            return layout
+    """The first of `layouts` (a kernel's, primary first) that a's and b's strides fit, preferring
+    one where both operands' stored rows start on 16-byte boundaries: an operand with a dimension
+    of 1 (K = 1, a single token, one output column) fits both orders, and only the order in which
+    that dimension counts the rows leaves nothing to align (x [M, 1] read as NN has 2-byte rows,
+    as TN one row of M). Else a ValueError naming the operand that fits none of them, the forms
+    it could take and the layouts."""
+    fit = [lay for lay in layouts if _fits(a, TRANSPOSED[lay][0]) and _fits(b, TRANSPOSED[lay][1])]
+    whole = [lay for lay in fit if _whole_rows(a, TRANSPOSED[lay][0]) and _whole_rows(b, TRANSPOSED[lay][1])]
+    if fit:
+        return (whole or fit)[0]
     takes = f"this kernel takes layout{'s' if len(layouts) > 1 else ''} {', '.join(layouts)}"
     fit_a = [lay for lay in layouts if _fits(a, TRANSPOSED[lay][0])]
     name, t, options = ("b", b, fit_a) if fit_a else ("a", a, layouts)

@@ -177,7 +177,17 @@ def stored_operands(a, b, layout):
     """(A, B) as stored, both row-major: A (M, K), or (K, M) for TN (a's transpose); B (K, N), or
     (N, K) for NT. Views, never copies: a TMA descriptor goes on these."""
     a_t, b_t = TRANSPOSED[layout]
-    return (a.t() if a_t else a), (b.t() if b_t else b)
+    return _one_row((a.t() if a_t else a)), _one_row((b.t() if b_t else b))
+
+
+def _one_row(t):
+    """t, or for a single stored row whose row stride is not a 16-byte multiple (torch reports
+    any stride for a dimension of 1, e.g. 1 for the [1, M] view of an [M, 1] tensor) the same
+    view with the row stride rounded up to one: it addresses nothing, TMA checks it."""
+    unit = max(1, 16 // t.element_size())
+    if t.shape[0] <= 1 and t.stride(0) % unit != 0:
+        return t.as_strided(t.shape, (-(-max(t.shape[1], 1) // unit) * unit, t.stride(1)))
+    return t
 
 
 def tma_unsupported(a, b, c, layout="NT"):
@@ -185,9 +195,10 @@ def tma_unsupported(a, b, c, layout="NT"):
     bases and row strides of each operand as stored (stored_operands: NT's b is an (N, K)
     tensor, so its row stride is b.stride(1); TN's a a (K, M) one, row stride a.stride(1))."""
     a_t, b_t = TRANSPOSED[layout]
-    for name, t, ld_name, transposed, stored in (("a", a, "lda", a_t, "(K, M)"),
-                                                 ("b", b, "ldb", b_t, "(N, K)")):
-        ld = t.stride(1 if transposed else 0)
+    sa, sb = stored_operands(a, b, layout)
+    for name, t, ld_name, transposed, stored in (("a", sa, "lda", a_t, "(K, M)"),
+                                                 ("b", sb, "ldb", b_t, "(N, K)")):
+        ld = t.stride(0)
         if t.data_ptr() % 16 != 0:
             return f"{name} must be 16-byte aligned for TMA (data_ptr % 16 == {t.data_ptr() % 16})"
         if ld % 8 != 0:

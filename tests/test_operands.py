@@ -228,3 +228,31 @@ def test_fp8_and_inductor_lookup_errors():
     with pytest.raises(ValueError, match=r"^scale_b: only fp8 kernels take scales"):
         check_operands(F32, "NN", t(3, 4), t(4, 5), None, allow_cpu=True, scale_b=torch.ones(()))
     assert "fp8" in study.operands.DTYPES and tolerance.bound("fp8", 1000) < tolerance.bound("fp8", 1000, fast_accum=True)
+
+
+def test_a_dimension_of_one_reads_in_the_order_with_whole_rows():
+    """An operand with a dimension of 1 fits both orders; the layout read from the strides is the
+    first whose stored rows are 16-byte aligned, and a single stored row gets an aligned stride
+    (nothing is addressed with it). Found on the H100: K = 1 in TN ([M, 1] views with stride
+    (1, 1)) and N = 1 in NT were read as NN with 2-byte rows and refused."""
+    from study.operands import infer_layout
+    from study.tritonlib import stored_operands, tma_unsupported
+
+    every = ("NN", "NT", "TN")
+    a_tn = torch.empty(128, 1, dtype=torch.float16).t().contiguous().t()   # TN's A at K = 1: stride (1, 1)
+    b_nn = torch.empty(1, 136, dtype=torch.float16)                # B [K = 1, N]
+    assert a_tn.stride() == (1, 1)
+    assert infer_layout(every, a_tn, b_nn) == "TN"
+    assert infer_layout(("NN",), a_tn, b_nn) == "NN"               # a kernel that takes NN alone: as before
+    p = check_operands(("fp16",), every, a_tn, b_nn, None, allow_cpu=True)
+    assert (p.layout, p.lda, p.ldb) == ("TN", 128, 136)
+    a = torch.empty(127, 264, dtype=torch.float16)
+    b_nt = torch.empty(1, 264, dtype=torch.float16).t()            # NT's B at N = 1: [264, 1]
+    assert infer_layout(every, a, b_nt) == "NT"
+    assert check_operands(("fp16",), every, a, b_nt, None, allow_cpu=True).ldb == 264
+    sa, sb = stored_operands(a_tn, b_nn, "TN")
+    assert sa.shape == (1, 128) and sa.stride() == (128, 1) and sa.data_ptr() == a_tn.data_ptr()
+    assert tma_unsupported(a_tn, b_nn, None, "TN") is None
+    full = torch.empty(64, 48, dtype=torch.float16)                # no dimension of 1: strides decide
+    assert infer_layout(every, full, torch.empty(48, 32, dtype=torch.float16)) == "NN"
+    assert infer_layout(every, full, torch.empty(32, 48, dtype=torch.float16).t()) == "NT"

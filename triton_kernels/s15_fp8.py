@@ -135,8 +135,11 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
 
 
 def _tma_stores_c(c):
-    """C can be a TMA store target: 16-byte aligned base and row stride, unit column stride."""
-    return c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.stride(1) == 1
+    """C can be a TMA store target: 16-byte aligned base and row stride, unit column stride, and
+    rows of whole 16-byte units (N * 2 bytes): with N = 45 in a padded C the device-side
+    descriptor's store wrote columns 45-47 too (H100, Triton 3.6, NT; docs/stages/s13)."""
+    return (c.data_ptr() % 16 == 0 and c.stride(0) % 8 == 0 and c.stride(1) == 1
+            and c.shape[1] * c.element_size() % 16 == 0)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
