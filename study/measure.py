@@ -212,7 +212,7 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     if timers:
         emit({"event": "timed", "shape": shape.name, "t0": timed_from, "t1": time.time()})
         spent["timed repeats"] = time.time() - timed_from
-    emit({"event": "split", "s": spent})
+    t0 = time.perf_counter()
     for entry, (t, _) in timers.items():
         tm = t.timing()
         rows[entry].update(ms_median=tm.ms_median, ms_q1=tm.ms_q1, ms_q3=tm.ms_q3, reps=tm.reps,
@@ -224,7 +224,9 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     ops = None
     del operands, timers, singles
     torch.cuda.empty_cache()
+    lap("bookkeeping (medians, freeing memory)", t0)
     out = [rows[e] for e, _ in calls if e in rows]
+    emit({"event": "split", "s": spent})
     for r in out:
         emit({"event": "row", "row": r})
     return out

@@ -99,9 +99,9 @@ def start(triples: list, jobs: int | None = None) -> Prewarm:
     return pw
 
 
-def compile_only(modules) -> None:
+def compile_only(modules) -> list:
     """From now on in this process, a Triton launch compiles and returns without running, and the
-    autotuners of `modules` time each configuration by one such call."""
+    autotuners of `modules` (returned) time each configuration by one such call."""
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
@@ -116,10 +116,10 @@ def compile_only(modules) -> None:
     def one_call(fn, quantiles=None, **_):
         fn()
         return [0.0] * len(quantiles) if quantiles else 0.0
-    for m in modules:
-        for v in vars(m).values():
-            if isinstance(v, Autotuner):
-                v.do_bench = one_call
+    tuners = [v for m in modules for v in vars(m).values() if isinstance(v, Autotuner)]
+    for v in tuners:
+        v.do_bench = one_call
+    return tuners
 
 
 def child_main(spec_path: str) -> int:
@@ -133,17 +133,19 @@ def child_main(spec_path: str) -> int:
     from .registry import find
 
     spec = json.loads(open(spec_path).read())
-    calls: dict = {}
+    calls, tuners = {}, {}
     for item in spec:
         e, s = Entry(**item["entry"]), Shape(**item["shape"])
         try:
             if e not in calls:
                 calls[e] = make_call(e)
-                compile_only([TritonKernel(find("triton", e.stage)).module])
+                tuners[e] = compile_only([TritonKernel(find("triton", e.stage)).module])
             ops = Operands(s.M, s.N, s.K, item["precision"], **({"scaling": e.scaling} if e.scaling else {}))
             a, b, c = ops.a_of(e.layout), ops.b(e.layout), ops.output()
             calls[e](a, b, c, **ops.call_kwargs)
             if calls[e].alpha_beta and not ops.call_kwargs:
+                for at in tuners[e]:   # the check's call runs the tuned config with beta != 0: which
+                    at.cache.clear()   # one is not known here, so every config compiles that variant
                 calls[e](a, b, c, alpha=ALPHA, beta=BETA)
         except ValueError:   # the stage's Limits refuse the shape: the child records that
             pass

@@ -44,6 +44,7 @@ def child_main(spec_path) -> int:
 
 def run_child(spec: dict) -> int:
     """Child process body: one precision group over its shapes, JSON lines on stdout."""
+    t_start = time.perf_counter()
     import torch
 
     from .capture import triton_autotune, triton_resources
@@ -69,6 +70,7 @@ def run_child(spec: dict) -> int:
             calls.append((e, None))
     torch.backends.cuda.matmul.allow_tf32 = False
     flush = L2Flush()
+    emit({"event": "split", "s": {"child start-up (imports, CUDA context, kernels loaded)": time.perf_counter() - t_start}})
     done = []
     in_scope = group_shapes(precision, entries, shapes, spec.get("explicit_shapes", False))
     for i, shape in enumerate(shapes):

@@ -256,3 +256,16 @@ def test_a_dimension_of_one_reads_in_the_order_with_whole_rows():
     full = torch.empty(64, 48, dtype=torch.float16)                # no dimension of 1: strides decide
     assert infer_layout(every, full, torch.empty(48, 32, dtype=torch.float16)) == "NN"
     assert infer_layout(every, full, torch.empty(32, 48, dtype=torch.float16).t()) == "NT"
+
+
+def test_tolerance_elementwise_allows_a_subnormal_outputs_rounding():
+    """A correctly rounded fp16 output in the subnormal range (a K = 1 product seen on the H100:
+    -1.97622e-05 stored as -1.97887e-05) is within the elementwise bound; twice the subnormal
+    step off is not."""
+    ref = torch.tensor([[-1.97622e-05]], dtype=torch.float64)
+    scale = ref.abs()
+    good = ref.to(torch.float16)
+    assert float(good.double() - ref).__abs__() > 2.0**-11 * 2 * float(scale)   # past the relative part alone
+    assert tolerance.max_elem_violations(good, ref, scale, "fp16", 1)[0] == 0
+    bad = (good.double() + 2 * 2.0**-24).to(torch.float16)
+    assert tolerance.max_elem_violations(bad, ref, scale, "fp16", 1)[0] == 1

@@ -217,6 +217,8 @@ def plan(M, N, K, num_sms, beta=0.0):
     fits = tiles <= COUNTERS and (tiles * triton.cdiv(K, bk) + 1) * own.programs < 2**31
     if M > 64 and triton.cdiv(M, 128) * triton.cdiv(N, 256) >= S13_TILES and (beta == 0 or not fits):
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)
+    if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
+        return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
     return own
 
 
