@@ -217,7 +217,9 @@ METHOD = """\
   (rounded fp16/bf16 inputs for those precisions), on the GPU in the same run, from a fresh
   output filled with NaN. Tolerances come from `study/tolerance.py`; a kernel above it is
   `wrong` and never counted as fast (no % columns, no bars).
-- Timing: one warm-up call (JIT compile, autotune, module load) excluded; each repeat writes a
+- Timing: one warm-up call (JIT compile, autotune, module load) excluded (the run first compiles
+  every Triton kernel-shape in parallel processes, launching nothing, so warm-ups mostly load
+  and tune); each repeat writes a
   256 MB buffer (evicts L2) and brackets the call with CUDA events; median and quartiles.
   At a shape whose fastest call takes under 1 ms, every call under 5 ms is replayed from a
   CUDA graph of 16 calls over rotated operand copies (each call reads inputs no earlier call of
