@@ -1,10 +1,12 @@
-"""`make sanitize`: compute-sanitizer (memcheck, racecheck, synccheck) over every CUDA stage.
+"""`make sanitize`: compute-sanitizer over every CUDA stage (memcheck, racecheck, synccheck) and
+every Triton stage (memcheck; --triton-tools for more).
 
-Builds all stages first (outside the sanitizer, in parallel through study.build), then for each
-stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged
+Builds the CUDA stages first (outside the sanitizer, in parallel through study.build), then for
+each stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged
 shapes (67x45x77, one just past a 128 tile: 129x131x135, and ragged-M shapes with N and K
 multiples of 8 for the stages that need 16-byte rows; from s14 on also ragged decode shapes),
-beta = 0 and beta != 0.
+beta = 0 and beta != 0. A Triton stage's autotuner runs every configuration once per shape (its
+timer replaced by one call), so each configuration is sanitized, not only the one it would pick.
 Prints a summary table; exits non-zero on any sanitizer error or wrong result."""
 from __future__ import annotations
 
@@ -30,12 +32,21 @@ SHAPES = [(67, 45, 77), (129, 131, 135), (67, 45, 72), (67, 40, 72), (129, 136, 
 DECODE_SHAPES = [(3, 4100, 4104), (1, 64, 72)]
 
 
-def child(stem: str, precision: str) -> int:
+def child(family: str, stem: str, precision: str) -> int:
     """Run one stage on the sanitizer shapes (inside compute-sanitizer)."""
     import gemm_checks as gc
     import study
 
-    k = study.kernel("cuda", stem)
+    k = study.kernel(family, stem)
+    if family == "triton":   # every autotune configuration runs once per shape, untimed
+        from triton.runtime.autotuner import Autotuner
+
+        def one_call(fn, quantiles=None, **_):
+            fn()
+            return [0.0] * len(quantiles) if quantiles else 0.0
+        for v in vars(k.module).values():
+            if isinstance(v, Autotuner):
+                v.do_bench = one_call
     layout = k.stage.layout
     for M, N, K in SHAPES + (DECODE_SHAPES if k.stage.number >= 14 else []):
         for alpha, beta in ((1.0, 0.0), (1.5, 0.5)):
@@ -48,8 +59,10 @@ def child(stem: str, precision: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", nargs=2, metavar=("STEM", "PRECISION"))
-    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--child", nargs=3, metavar=("FAMILY", "STEM", "PRECISION"))
+    ap.add_argument("--tools", default=",".join(TOOLS), help="for the CUDA stages")
+    ap.add_argument("--triton-tools", default="memcheck", help="for the Triton stages")
+    ap.add_argument("--families", default="cuda,triton")
     ap.add_argument("--jobs", type=int, default=12, help="sanitizer runs at a time (they share the GPU)")
     ap.add_argument("stems", nargs="*")
     args = ap.parse_args()
@@ -61,12 +74,16 @@ def main() -> int:
     if not os.path.exists(san):
         print("compute-sanitizer not found", file=sys.stderr)
         return 2
-    stages = [s for s in study.all_stages("cuda") if not args.stems or s.stem in args.stems or s.short in args.stems]
-    results = {r.stem: r for r in study.build.build(stages)}
+    stages = [s for fam in args.families.split(",") for s in study.all_stages(fam)
+              if not args.stems or s.stem in args.stems or s.short in args.stems]
+    results = {r.stem: r for r in study.build.build([s for s in stages if s.family == "cuda"])}
     rows, bad = [], 0
     env = dict(os.environ, PYTHONPATH=str(HERE.parent))
     todo = []
     for s in stages:
+        if s.family == "triton":
+            todo += [(s, prec, tool) for prec in s.precisions for tool in args.triton_tools.split(",")]
+            continue
         if not results[s.stem].ok:
             rows.append((s.stem, "-", "build", "FAIL", 0.0, results[s.stem].error[-200:]))
             bad += 1
@@ -76,7 +93,7 @@ def main() -> int:
     def one(item):
         s, prec, tool = item
         cmd = [san, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20",
-               sys.executable, __file__, "--child", s.stem, prec]
+               sys.executable, __file__, "--child", s.family, s.stem, prec]
         t = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         dt = time.perf_counter() - t
@@ -92,8 +109,9 @@ def main() -> int:
             first = [ln for ln in out.splitlines() if "=====" in ln and
                      any(w in ln for w in ("Error", "Race", "Invalid", "Hazard", "Barrier"))][:3]
             detail = " | ".join(first) or (out.strip().splitlines() or ["(no output)"])[-1][:300]
-        print(f"{s.stem:24s} {prec:5s} {tool:10s} {'ok' if ok else 'FAIL'} {dt:6.1f}s {detail}", flush=True)
-        return (s.stem, prec, tool, "ok" if ok else f"FAIL({nerr})", dt, detail)
+        name = f"{s.family} {s.stem}"
+        print(f"{name:31s} {prec:5s} {tool:10s} {'ok' if ok else 'FAIL'} {dt:6.1f}s {detail}", flush=True)
+        return (name, prec, tool, "ok" if ok else f"FAIL({nerr})", dt, detail)
 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -101,9 +119,9 @@ def main() -> int:
             rows.append(r)
             bad += r[3] != "ok"
     print("\nsummary:")
-    print(f"{'stage':24s} {'prec':5s} {'tool':10s} result")
+    print(f"{'stage':31s} {'prec':5s} {'tool':10s} result")
     for r in rows:
-        print(f"{r[0]:24s} {r[1]:5s} {r[2]:10s} {r[3]} {r[5][:160]}")
+        print(f"{r[0]:31s} {r[1]:5s} {r[2]:10s} {r[3]} {r[5][:160]}")
     print(f"\n{len(rows) - bad} ok, {bad} failing")
     return 1 if bad else 0
 
