@@ -96,9 +96,10 @@ def context_alive() -> bool:
 
 
 def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Settings,
-                  skip: dict, emit=lambda event: None) -> list:
+                  skip: dict, emit=lambda event: None, alone: bool = False) -> list:
     """Time every (entry, call) at one shape; returns rows. `skip` maps an entry to the reason it
-    is not run any more; updated here for errors and slow kernels."""
+    is not run any more; updated here for errors and slow kernels. alone: each kernel's repeats
+    run by themselves, announced (the re-run of a shape whose interleaved rounds faulted)."""
     import torch
 
     from .harness import GRAPH_BELOW_MS, GRAPH_MAX_MS, Operands, Timer, repeats
@@ -192,11 +193,20 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
     # first in every round vs 52 back to back). Rotating spreads that over every kernel's
     # repeats, where the median discards it, instead of biasing whichever kernel comes first;
     # a ~2 ms spin at the start of a round also lets the clocks come back up before timing.
-    todo = dict(timers)
+    todo = {} if alone else dict(timers)
     rnd = 0
-    if timers:   # from here every kernel of the shape runs interleaved and asynchronously: a fault
-        emit({"event": "rounds", "shape": shape.name})   # cannot be pinned on the last one started
+    if timers and not alone:   # from here every kernel of the shape runs interleaved, asynchronously:
+        emit({"event": "rounds", "shape": shape.name})   # a fault cannot be pinned on the last one started
     timed_from = time.time()  # the parent reads the SM clock and board power over this window
+    for entry, (t, n) in (timers.items() if alone else ()):   # a fault here is this kernel's
+        emit({"event": "start", "entry": entry.label, "shape": shape.name, "phase": "timed alone"})
+        torch.cuda._sleep(ROUND_HEAD_START_CYCLES)
+        for _ in range(n):
+            t.queue()
+        torch.cuda.synchronize()
+        t.collect()
+        rows[entry]["note"] = (rows[entry]["note"] + "; " if rows[entry]["note"] else "") + \
+            "timed alone: the shape's interleaved rounds faulted once"
     while todo:
         items = list(todo.items())
         start = rnd % len(items)

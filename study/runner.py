@@ -8,8 +8,12 @@ prints one JSON line per event:
                                                          its graph capture), synchronised: a fault
                                                          until the next event is this kernel's
     {"event": "rounds", "shape": name}                   the timed rounds begin: every kernel of the
-                                                         shape interleaved, asynchronous; a fault
-                                                         now blames no kernel and loses the shape
+                                                         shape interleaved, asynchronous; after a
+                                                         fault there the shape is re-run with each
+                                                         kernel's repeats alone, each announced by a
+                                                         "start" ("phase": "timed alone"), so a
+                                                         second fault is pinned; a shape that faults
+                                                         in its rounds twice is lost, none blamed
     {"event": "timed", "shape": name, "t0": t, "t1": t}  the shape's timed rounds (time.time())
     {"event": "split", "s": {step: seconds}}             where the shape's time went (measure.py)
     {"event": "row", "row": {...}}                       one tidy row (measure.py)
@@ -78,7 +82,8 @@ def run_child(spec: dict) -> int:
         if not here:
             continue
         try:
-            done += measure_shape(here, shape, precision, flush, settings, skip, emit)
+            done += measure_shape(here, shape, precision, flush, settings, skip, emit,
+                                  alone=shape.name in spec.get("isolate", ()))
         except Exception as exc:  # outside any one kernel (inputs, reference, memory): lose the shape only
             if not context_alive():
                 raise
@@ -125,13 +130,15 @@ class GroupResult:
     seconds: float = 0.0
     crashes: list = field(default_factory=list)
     split: dict = field(default_factory=dict)   # seconds by step, summed over shapes and restarts
+    recovered: list = field(default_factory=list)   # faults in interleaved rounds, re-run alone
 
     def where(self) -> str:
         """Where the group's time went, largest first; the rest is the children's start-up
         (imports, CUDA context, module loads) and the parent's bookkeeping."""
         rest = self.seconds - sum(self.split.values())
         parts = sorted(self.split.items(), key=lambda kv: -kv[1]) + [("start-up and other", rest)]
-        return f"{self.precision} {self.seconds:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in parts)
+        return (f"{self.precision} {self.seconds:.0f} s: " + ", ".join(f"{k} {v:.0f} s" for k, v in parts)
+                + "".join(f"; {r}" for r in self.recovered))
 
 
 def _lines(proc, stall_s: float):
@@ -168,13 +175,15 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
     res = GroupResult(precision)
     t0 = time.perf_counter()
     skip: dict = {}
+    isolate: set = set()   # shapes whose interleaved rounds faulted: re-run, each kernel timed alone
     remaining = list(shapes)
     for _ in range(max_restarts + 1):
         if not remaining:
             break
         spec = {"precision": precision, "entries": [asdict(e) for e in entries],
                 "shapes": [asdict(s) for s in remaining], "settings": asdict(settings),
-                "skip": [[asdict(e), why] for e, why in skip.items()], "explicit_shapes": explicit_shapes}
+                "skip": [[asdict(e), why] for e, why in skip.items()], "explicit_shapes": explicit_shapes,
+                "isolate": sorted(isolate)}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec, f)
         env = child_env(PYTHONUNBUFFERED="1")
@@ -223,9 +232,14 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         if last_start is None or not remaining:
             res.crashes.append(f"{precision}: child exited {proc.returncode} before any kernel ran")
             break
-        if rounds_at is not None:   # any kernel of the shape may have faulted: blame none, drop the shape
-            what = (f"hung (no progress for {stall_s:.0f} s; killed)" if hung else
-                    f"crashed the CUDA context (exit {proc.returncode})")
+        what = (f"hung (no progress for {stall_s:.0f} s; killed)" if hung else
+                f"crashed the CUDA context (exit {proc.returncode})")
+        if rounds_at is not None and rounds_at not in isolate:   # any kernel may have faulted: re-run
+            isolate.add(rounds_at)                               # the shape with each one's repeats alone
+            res.recovered.append(f"{precision}: {what} in the interleaved timed rounds at {rounds_at}; "
+                                 "re-run with each kernel timed alone")
+            continue
+        if rounds_at is not None:   # it faulted interleaved twice: blame none, drop the shape
             res.crashes.append(f"{precision}: {what} in the timed rounds at {rounds_at}, where its kernels run "
                                f"interleaved: no kernel is blamed and that shape is not measured; see bench log")
             remaining = [s for s in remaining if s.name != rounds_at]
@@ -234,8 +248,9 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         if bad is None:
             res.crashes.append(f"{precision}: child exited {proc.returncode} outside any kernel")
             break
-        why = (f"hung at {last_start['shape']} (no progress for {stall_s:.0f} s; killed)" if hung else
-               f"crashed the CUDA context at {last_start['shape']} (exit {proc.returncode}); see bench log")
+        at = last_start["shape"] + (f" ({last_start['phase']})" if last_start.get("phase") else "")
+        why = (f"hung at {at} (no progress for {stall_s:.0f} s; killed)" if hung else
+               f"crashed the CUDA context at {at} (exit {proc.returncode}); see bench log")
         res.crashes.append(f"{bad.label}: {why}")
         skip[bad] = why
     res.seconds = time.perf_counter() - t0

@@ -402,3 +402,90 @@ def test_crash_in_timed_rounds_blames_no_kernel(tmp_path, monkeypatch):
     assert all(r["status"] == "ok" for r in g.rows)
     assert len(g.crashes) == 1 and g.crashes[0].startswith("fp32: crashed the CUDA context (exit 3) in the timed "
                                                            "rounds at 128^3") and "no kernel is blamed" in g.crashes[0]
+
+
+ISOLATING_CHILD = '''
+import json, sys
+spec = json.loads(open(sys.argv[-1]).read())
+skipped = {f"{e['family']}:{e['stage']}:{e['precision']}:{e['layout']}" for e, _ in spec["skip"]}
+for shape in spec["shapes"]:
+    name = f"{shape['M']}^3"
+    labels = [f"{e['family']}:{e['stage']}:{e['precision']}:{e['layout']}" for e in spec["entries"]]
+    for lb in labels:
+        print(json.dumps({"event": "start", "entry": lb, "shape": name}), flush=True)
+    if name in spec["isolate"]:          # each kernel's repeats alone, announced
+        for lb in labels:
+            if lb in skipped:
+                continue
+            print(json.dumps({"event": "start", "entry": lb, "shape": name, "phase": "timed alone"}), flush=True)
+            if shape["M"] == 128 and lb.startswith("cuda:s01"):
+                sys.exit(3)              # the culprit, now caught alone
+    else:
+        print(json.dumps({"event": "rounds", "shape": name}), flush=True)
+        if shape["M"] == 128:
+            sys.exit(3)                  # interleaved: anyone's fault
+    print(json.dumps({"event": "timed", "shape": name, "t0": 0, "t1": 1}), flush=True)
+    for e in spec["entries"]:
+        lb = f"{e['family']}:{e['stage']}:{e['precision']}:{e['layout']}"
+        print(json.dumps({"event": "row", "row": dict(stage=e["stage"], M=shape["M"], N=shape["N"], K=shape["K"],
+                                                      status="skipped" if lb in skipped else "ok")}), flush=True)
+print(json.dumps({"event": "done"}))
+'''
+
+
+def test_crash_in_timed_rounds_is_rerun_alone_and_pinned(tmp_path, monkeypatch):
+    """A fault in a shape's interleaved rounds re-runs that shape with each kernel's repeats alone
+    (each announced): the kernel that faults again is blamed and skipped, the innocent one keeps
+    its row at that shape, and the run says a shape was re-run."""
+    import subprocess
+    import sys
+
+    from study import plan, runner
+    from study.measure import Settings
+
+    script = tmp_path / "isolating_child.py"
+    script.write_text(ISOLATING_CHILD)
+    real = subprocess.Popen
+    monkeypatch.setattr(runner.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, str(script), cmd[-1]], **kw))
+    entries = [plan.Entry("cublas", "cublas", "fp32", "NN", "baseline"), plan.Entry("cuda", "s01", "fp32", "NN")]
+    g = runner.run_group("fp32", entries, plan.parse_shapes(["64", "128", "256"]), Settings(), stall_s=5)
+    ok = {(r["stage"], r["M"]) for r in g.rows if r["status"] == "ok"}
+    assert ok == {("cublas", 64), ("cublas", 128), ("cublas", 256), ("s01", 64)}
+    assert len(g.crashes) == 1 and g.crashes[0].startswith("cuda:s01:fp32:NN: crashed the CUDA context at 128^3 "
+                                                           "(timed alone)")
+    assert len(g.recovered) == 1 and "re-run with each kernel timed alone" in g.recovered[0]
+    assert "re-run" in g.where()
+
+
+def test_measure_shape_alone_announces_each_kernel(monkeypatch):
+    """The re-run of a shape whose rounds faulted: no "rounds" event; each kernel's repeats are
+    announced by a "start" in phase "timed alone" (so a fault is pinned on it), then timed; its row
+    says it was timed alone."""
+    import torch
+
+    from study import harness
+    from study import measure as m
+
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+
+    class FakeTimer(_FakeTimer):
+        def single_ms(self):
+            return 2.0
+
+    monkeypatch.setattr(harness, "Timer", FakeTimer)
+    monkeypatch.setattr(harness, "Operands", lambda *a, **k: None)
+    calls = [(m.Entry("cuda", f"k{i}", "fp32", "NN"), lambda a, b, c: None) for i in range(2)]
+    for alone in (False, True):
+        events = []
+        rows = m.measure_shape(calls, m.Shape(64, 64, 64), "fp32", None, m.Settings(), {}, events.append, alone=alone)
+        kinds = [(e["event"], e.get("phase")) for e in events if e["event"] in ("rounds", "start")]
+        assert all(r["status"] == "ok" and r["reps"] > 0 for r in rows)
+        if alone:
+            assert ("rounds", None) not in kinds and kinds.count(("start", "timed alone")) == 2
+            assert all("timed alone" in r["note"] for r in rows)
+        else:
+            assert ("rounds", None) in kinds and ("start", "timed alone") not in kinds
+            assert not any("timed alone" in r["note"] for r in rows)

@@ -10,8 +10,8 @@ Why:    s12 at 4096^3 runs 512 programs = 3.9 waves of 132 SMs; each spends ~1-2
 Expect: ~95-99% of cuBLAS FP16/BF16 (NT) at 4096^3 and 8192^3, ~1.0x s12 (128x256x64 x 3 stages)
 Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT, a.stride(1)
         in TN) multiples of 8 elements (TMA: 16-byte aligned base and row strides; else ValueError
-        naming the argument); any M, N, K >= 1 and any ldc (a C TMA cannot store goes through
-        masked pointer stores, not warp-specialised)
+        naming the argument); any M, N, K >= 1 and any ldc (a C TMA cannot store, and beta != 0,
+        go through masked pointer stores, not warp-specialised)
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s13_warp_specialized.cu
 Log:    docs/stages/s13_warp_specialized.md
@@ -155,7 +155,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
 
     s13_warp_specialized_kernel[grid](sa, sb, c, M, N, K, sa.stride(0), sb.stride(0), c.stride(0),
                                       float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                                      BETA_ZERO=(beta == 0), WS=_tma_stores_c(c), LAYOUT=layout)
+                                      BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and beta == 0, LAYOUT=layout)
     return c
 
 

@@ -165,7 +165,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
 
     s15_fp8_kernel[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
                          float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales,
+                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales and beta == 0,
                          PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
     return c
 
