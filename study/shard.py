@@ -60,11 +60,13 @@ def model_seconds(unit: Unit, n_rows: int, settings) -> float:
     return n_rows * (ROW_S + min(call, settings.max_call_s) * (reps + EXTRA_CALLS))
 
 
-def row_seconds(ms_median, reps) -> float:
-    """Seconds one recorded row took: its timed repeats and the calls beside them."""
-    ms = ms_median if ms_median is not None and math.isfinite(ms_median) else 0.0
-    n = reps if reps is not None and math.isfinite(reps) else 0
-    return ROW_S + ms / 1e3 * (n + EXTRA_CALLS)
+def row_seconds(ms_median, reps, warmup_s=0.0) -> float:
+    """Seconds one recorded row took: its timed repeats, the calls beside them and its warm-up
+    (Inductor's autotuning is ~10 s a shape: two GPUs of one run finished 197 s and 366 s apart
+    when the cost left it out)."""
+    def finite(x):
+        return float(x) if x is not None and math.isfinite(float(x)) else 0.0
+    return ROW_S + finite(ms_median) / 1e3 * (finite(reps) + EXTRA_CALLS) + finite(warmup_s)
 
 
 def costs(work: dict, settings, previous=None) -> dict:
@@ -72,10 +74,11 @@ def costs(work: dict, settings, previous=None) -> dict:
     takes the recorded rows' seconds when the earlier run timed it, else the FLOPs model."""
     seen: dict = {}
     if previous is not None and len(previous) and {"dtype", "M", "N", "K", "ms_median", "reps"} <= set(previous):
-        for d, m, n, k, ms, reps in previous[["dtype", "M", "N", "K", "ms_median", "reps"]].itertuples(
+        prev = previous.assign(warmup_s=previous["warmup_s"] if "warmup_s" in previous else 0.0)
+        for d, m, n, k, ms, reps, warm in prev[["dtype", "M", "N", "K", "ms_median", "reps", "warmup_s"]].itertuples(
                 index=False, name=None):
             key = (d, int(m), int(n), int(k))
-            seen[key] = seen.get(key, 0.0) + row_seconds(float(ms), float(reps))
+            seen[key] = seen.get(key, 0.0) + row_seconds(ms, reps, warm)
     return {u: seen[u.key] if u.key in seen else model_seconds(u, len(labels), settings)
             for u, labels in work.items()}
 

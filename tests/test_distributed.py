@@ -77,6 +77,9 @@ def test_costs_come_from_the_previous_run_where_it_has_the_rows():
     assert all(cost[v] == model[v] for v in work if v != u)
     big, small = max(work, key=lambda v: v.shape.flops), min(work, key=lambda v: v.shape.flops)
     assert model[big] / len(work[big]) > model[small] / len(work[small]), "more FLOPs, more seconds"
+    warm = prev.assign(warmup_s=12.5)   # a recorded warm-up (Inductor's autotuning) counts too
+    assert shard.costs(work, Settings(), warm)[u] == pytest.approx(cost[u] + 12.5)
+    assert shard.costs(work, Settings(), prev.assign(warmup_s=float("nan")))[u] == pytest.approx(cost[u])
 
 
 # --- the journal's merge and the spread -----------------------------------------------------------
