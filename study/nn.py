@@ -154,7 +154,7 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k = ops.kernel_for(self.family, self.name)
-        if x.dtype not in [DTYPES[p] for p in k.precisions]:
+        if x.dtype not in _dtypes(k):
             raise TypeError(f"input: {self.family} {k.name} takes "
                             f"{', '.join(dict.fromkeys(str(DTYPES[p])[6:] for p in k.precisions))}, "
                             f"got {str(x.dtype)[6:]} (convert the module and its input, e.g. .to(torch.bfloat16))")
@@ -172,7 +172,15 @@ class Linear(nn.Linear):
             y = k(x2, w_t)
         if self.bias is not None:
             y = y + self.bias if torch.is_grad_enabled() and self.bias.requires_grad else y.add_(self.bias)
-        return y.view(*x.shape[:-1], self.out_features)
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)   # a view op costs ~1 us
+
+
+def _dtypes(k) -> frozenset:
+    """The torch dtypes kernel k takes, worked out once per kernel object."""
+    got = k.__dict__.get("_torch_dtypes")
+    if got is None:
+        got = k.__dict__["_torch_dtypes"] = frozenset(DTYPES[p] for p in k.precisions)
+    return got
 
 
 def flat_view(x: torch.Tensor, K: int, name: str) -> torch.Tensor:

@@ -116,7 +116,8 @@ class use(TorchFunctionMode):
         if out is not None:
             raise _Fallback("out")
         a2, b = self._operands(a, b)
-        return self._product(a2, b).view(*a.shape[:-1], b.shape[1])
+        y = self._product(a2, b)
+        return y if a.dim() == 2 else y.view(*a.shape[:-1], b.shape[1])   # a view op costs ~1 us
 
     def linear(self, x, weight, bias=None):
         x2, w_t = self._operands(x, weight.t() if isinstance(weight, torch.Tensor) and weight.dim() == 2 else weight,
@@ -127,7 +128,7 @@ class use(TorchFunctionMode):
         y = self._product(x2, w_t)
         if bias is not None:
             y = y + bias if torch.is_grad_enabled() and (bias.requires_grad or y.requires_grad) else y.add_(bias)
-        return y.view(*x.shape[:-1], w_t.shape[1])
+        return y if x.dim() == 2 else y.view(*x.shape[:-1], w_t.shape[1])
 
     def addmm(self, c, a, b, *, beta=1, alpha=1, out=None):
         if out is not None:
