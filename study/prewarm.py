@@ -99,6 +99,13 @@ def start(triples: list, jobs: int | None = None) -> Prewarm:
     return pw
 
 
+def one_call(fn, quantiles=None, **_):
+    """An autotuner's timer that runs the configuration once and reports 0: every configuration
+    runs (or, under compile_only, compiles), none is timed."""
+    fn()
+    return [0.0] * len(quantiles) if quantiles else 0.0
+
+
 def compile_only(modules) -> list:
     """From now on in this process, a Triton launch compiles and returns without running, and the
     autotuners of `modules` (returned) time each configuration by one such call."""
@@ -113,9 +120,6 @@ def compile_only(modules) -> list:
         run.study_compile_only = True
         JITFunction.run = run
 
-    def one_call(fn, quantiles=None, **_):
-        fn()
-        return [0.0] * len(quantiles) if quantiles else 0.0
     tuners = [v for m in modules for v in vars(m).values() if isinstance(v, Autotuner)]
     for v in tuners:
         v.do_bench = one_call

@@ -382,22 +382,28 @@ print(json.dumps({"event": "done"}))
 '''
 
 
-def test_crash_in_timed_rounds_blames_no_kernel(tmp_path, monkeypatch):
-    """A fault during a shape's timed rounds (every kernel queued, asynchronous) is not pinned on
-    the last kernel warmed: no kernel is skipped, that shape is recorded as lost, the others run."""
+def _fake_child_group(tmp_path, monkeypatch, child_source: str):
+    """runner.run_group over cuBLAS and CUDA s01 at 64^3, 128^3, 256^3 (fp32) with every child
+    process replaced by the script `child_source` (it reads the same spec file)."""
     import subprocess
     import sys
 
     from study import plan, runner
     from study.measure import Settings
 
-    script = tmp_path / "rounds_child.py"
-    script.write_text(ROUNDS_CRASH_CHILD)
+    script = tmp_path / "fake_child.py"
+    script.write_text(child_source)
     real = subprocess.Popen
     monkeypatch.setattr(runner.subprocess, "Popen",
                         lambda cmd, **kw: real([sys.executable, str(script), cmd[-1]], **kw))
     entries = [plan.Entry("cublas", "cublas", "fp32", "NN", "baseline"), plan.Entry("cuda", "s01", "fp32", "NN")]
-    g = runner.run_group("fp32", entries, plan.parse_shapes(["64", "128", "256"]), Settings(), stall_s=5)
+    return runner.run_group("fp32", entries, plan.parse_shapes(["64", "128", "256"]), Settings(), stall_s=5)
+
+
+def test_crash_in_timed_rounds_blames_no_kernel(tmp_path, monkeypatch):
+    """A fault during a shape's timed rounds (every kernel queued, asynchronous) is not pinned on
+    the last kernel warmed: no kernel is skipped, that shape is recorded as lost, the others run."""
+    g = _fake_child_group(tmp_path, monkeypatch, ROUNDS_CRASH_CHILD)
     assert {(r["stage"], r["M"]) for r in g.rows} == {(s, m) for s in ("cublas", "s01") for m in (64, 256)}
     assert all(r["status"] == "ok" for r in g.rows)
     assert len(g.crashes) == 1 and g.crashes[0].startswith("fp32: crashed the CUDA context (exit 3) in the timed "
@@ -437,19 +443,7 @@ def test_crash_in_timed_rounds_is_rerun_alone_and_pinned(tmp_path, monkeypatch):
     """A fault in a shape's interleaved rounds re-runs that shape with each kernel's repeats alone
     (each announced): the kernel that faults again is blamed and skipped, the innocent one keeps
     its row at that shape, and the run says a shape was re-run."""
-    import subprocess
-    import sys
-
-    from study import plan, runner
-    from study.measure import Settings
-
-    script = tmp_path / "isolating_child.py"
-    script.write_text(ISOLATING_CHILD)
-    real = subprocess.Popen
-    monkeypatch.setattr(runner.subprocess, "Popen",
-                        lambda cmd, **kw: real([sys.executable, str(script), cmd[-1]], **kw))
-    entries = [plan.Entry("cublas", "cublas", "fp32", "NN", "baseline"), plan.Entry("cuda", "s01", "fp32", "NN")]
-    g = runner.run_group("fp32", entries, plan.parse_shapes(["64", "128", "256"]), Settings(), stall_s=5)
+    g = _fake_child_group(tmp_path, monkeypatch, ISOLATING_CHILD)
     ok = {(r["stage"], r["M"]) for r in g.rows if r["status"] == "ok"}
     assert ok == {("cublas", 64), ("cublas", 128), ("cublas", 256), ("s01", 64)}
     assert len(g.crashes) == 1 and g.crashes[0].startswith("cuda:s01:fp32:NN: crashed the CUDA context at 128^3 "
