@@ -203,6 +203,20 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const gemm::TileCoord tc = gemm::grouped_tile(tile, tiles_m, tiles_n, GROUP_M);
       const int m0 = tc.m * BM, n0 = tc.n * BN;
+      const int row = m0 + cw * WG_M + warp * 16 + lane / 4;  // this thread's rows: row, row + 8
+      // The epilogue's scales are loaded now, so the K loop hides their latency: the row factors,
+      // and per column of B, lane l of each warp holds column pairs l, l + 32, ... of the tile
+      // (BN / 64 pairs); the epilogue takes pair 4j + lane % 4 from its holder by shuffle.
+      float ra[2];
+      row_scales(p, row, ra);
+      float2 cs[BN / 64];
+      if (tma_store && p.scale_b_per_col) {
+#pragma unroll
+        for (int i = 0; i < BN / 64; ++i) {
+          const int c = n0 + 2 * (lane + 32 * i);
+          cs[i] = make_float2(col_scale(p, c), col_scale(p, c + 1));
+        }
+      }
       // --- loop over K ------------------------------------------------------------------------
       if constexpr (Cfg::TEMPS == 0) {
         // Fast accumulation (s13's loop): one chain over all of K in the tensor core's own
@@ -291,10 +305,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
       }
 
       // --- epilogue: scales, convert, stage in shared memory, TMA store (as s13) ------------
-      const int row = m0 + cw * WG_M + warp * 16 + lane / 4;  // this thread's rows: row, row + 8
       if (tma_store) {
-        float ra[2];
-        row_scales(p, row, ra);
         const bool issuer = tid % 128 == 0;
         const uint32_t buf0 = hopper::smem_u32(sC + cw * C_BUFS * C_CHUNK);
 #pragma unroll
@@ -306,10 +317,9 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
           for (int jj = 0; jj < C_BOX / 8; ++jj) {
             const int j = q * (C_BOX / 8) + jj;  // 8-column group of the fragment
             float cb0 = 1.f, cb1 = 1.f;          // per-column scales of this thread's 2 columns
-            if (p.scale_b_per_col) {
-              const int c = n0 + 8 * j + 2 * (lane % 4);
-              cb0 = col_scale(p, c);
-              cb1 = col_scale(p, c + 1);
+            if (p.scale_b_per_col) {             // pair 4j + lane % 4: lane 4(j % 8) + lane % 4 has it
+              cb0 = __shfl_sync(0xffffffffu, cs[j / 8].x, 4 * (j % 8) + lane % 4);
+              cb1 = __shfl_sync(0xffffffffu, cs[j / 8].y, 4 * (j % 8) + lane % 4);
             }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
