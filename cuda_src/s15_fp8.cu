@@ -204,17 +204,21 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
       const gemm::TileCoord tc = gemm::grouped_tile(tile, tiles_m, tiles_n, GROUP_M);
       const int m0 = tc.m * BM, n0 = tc.n * BN;
       const int row = m0 + cw * WG_M + warp * 16 + lane / 4;  // this thread's rows: row, row + 8
-      // The epilogue's scales are loaded now, so the K loop hides their latency: the row factors,
-      // and per column of B, lane l of each warp holds column pairs l, l + 32, ... of the tile
-      // (BN / 64 pairs); the epilogue takes pair 4j + lane % 4 from its holder by shuffle.
+      // Vector scales are loaded now, so the K loop hides their latency: the row factors, and per
+      // column of B, lane l of each warp holds column pairs l, l + 32, ... of the tile (BN / 64
+      // pairs); the epilogue takes pair 4j + lane % 4 from its holder by shuffle. Per-tensor
+      // scales wait for the epilogue (loaded here too, they cost 4% at 4096^3: H200, A/B timed).
+      const bool early = tma_store && (p.scale_a_per_row || p.scale_b_per_col);
       float ra[2];
-      row_scales(p, row, ra);
       float2 cs[BN / 64];
-      if (tma_store && p.scale_b_per_col) {
+      if (early) {
+        row_scales(p, row, ra);
+        if (p.scale_b_per_col) {
 #pragma unroll
-        for (int i = 0; i < BN / 64; ++i) {
-          const int c = n0 + 2 * (lane + 32 * i);
-          cs[i] = make_float2(col_scale(p, c), col_scale(p, c + 1));
+          for (int i = 0; i < BN / 64; ++i) {
+            const int c = n0 + 2 * (lane + 32 * i);
+            cs[i] = make_float2(col_scale(p, c), col_scale(p, c + 1));
+          }
         }
       }
       // --- loop over K ------------------------------------------------------------------------
@@ -306,6 +310,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 
       // --- epilogue: scales, convert, stage in shared memory, TMA store (as s13) ------------
       if (tma_store) {
+        if (!early) row_scales(p, row, ra);
         const bool issuer = tid % 128 == 0;
         const uint32_t buf0 = hopper::smem_u32(sC + cw * C_BUFS * C_CHUNK);
 #pragma unroll
