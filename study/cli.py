@@ -39,8 +39,9 @@ directory (a second exits 1 naming the first one's pid).
 With several GPUs visible, one worker per GPU (PyTorch's torchrun, started for you) measures a
 share of the work, each precision group at each shape on one GPU beside its cuBLAS baseline, and
 the first worker writes the merged tables (node, device_index and device_uuid columns). Every
-worker appends its rows to a journal as they come: a run that lost a worker writes nothing
-(unless --allow-partial) and the same command measures only what is missing. Several hosts:
+worker appends its rows to a journal as they come (one GPU too): a run that lost a worker or was
+stopped writes nothing (unless --allow-partial) and the same command measures only what is
+missing. Several hosts:
 the same arguments under `torchrun --nnodes N ... --module study reports` (README)."""
 
 
@@ -101,7 +102,7 @@ def cmd_reports(args) -> int:
 def _reports(args, filters: str, measure: bool) -> int:
     if measure:
         from . import launch
-        from .sweep import Options, run
+        from .sweep import Options
 
         opts = Options(args.quick, tuple(args.families or ()), tuple(args.stages or ()), tuple(args.precisions or ()),
                        tuple(args.shapes or ()), args.ncu, args.no_ncu, _root(args),
@@ -119,7 +120,9 @@ def _reports(args, filters: str, measure: bool) -> int:
             return host(opts, args.argv, args.gpus or have, args.replicate)
         if args.replicate:
             _say("--replicate: one GPU, nothing to compare it with; measuring as usual")
-        return run(opts)
+        from .distrun import alone
+
+        return alone(opts, fresh=args.fresh)
     if filters:
         return _error("reports", f"no CUDA GPU here, so nothing can be measured ({filters} selects what to "
                                  "measure); without filters this command redraws reports/ from reports/data/", 1)
@@ -258,10 +261,11 @@ def parser() -> argparse.ArgumentParser:
                    help="leave out the kernels-in-a-model group (training, inference, MLP block, overhead); "
                         "it runs in a full, unfiltered run")
     r.add_argument("--gpus", type=int, metavar="N", help="measure on N of the visible GPUs, one torchrun worker "
-                   "each, the work sharded by cost (default: all; 1: this process alone, as on a one-GPU machine)")
+                   "each, the work sharded by cost (default: all; 1: this process alone, as on a one-GPU machine, "
+                   "its rows journaled as well)")
     r.add_argument("--replicate", action="store_true", help="every GPU measures the same kernel-shapes: the "
                    "report adds the GPU-to-GPU spread (reports/<gpu>/spread.md)")
-    r.add_argument("--fresh", action="store_true", help="several GPUs: forget the rows an earlier, failed run of "
+    r.add_argument("--fresh", action="store_true", help="forget the rows an earlier, failed or interrupted run of "
                    "the same command left (by default it resumes them)")
     r.add_argument("--out", help="reports directory (default: <repo>/reports; reports/quick with --quick)")
     r.set_defaults(func=cmd_reports)

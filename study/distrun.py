@@ -9,9 +9,9 @@
                       appending every row to its journal; then the rows are gathered over gloo and
                       the first rank of each model (its leader, which also measured the ceilings)
                       merges them and writes reports/data/<gpu>/ through sweep.finish, one model at
-                      a time. A committed run removes its journals.
-    host(opts, ...)   `python -m study reports` with several GPUs here: torchrun, then, if a
-                      worker died, salvage(): the journals' rows kept, the missing units named.
+                      a time. A committed run removes its journals. One GPU: alone().
+    host(opts, ...)   several GPUs here: torchrun, then, if a worker died, salvage() names the
+                      missing units (the journals' rows are kept).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import time
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, replace
@@ -75,15 +76,17 @@ def _all(obj) -> list:
     return out
 
 
-def rank_main(opts: Options, replicate: bool = False, fresh: bool = False, rig: Rig | None = None) -> int:
+def rank_main(opts: Options, replicate: bool = False, fresh: bool = False, rig: Rig | None = None, store=None) -> int:
     """One torchrun worker's share of `python -m study reports`; 0 if its GPU model's tables
-    were written (by its leader), else 1."""
+    were written (by its leader), else 1. store: a one-member group's (launch.alone: one GPU)."""
     import torch.distributed as dist
 
-    launch.pin_gpu()
+    if store is None:
+        launch.pin_gpu()
     groups, shapes = check(opts)
     rig = rig or Rig()
-    dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT_S))
+    dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT_S),
+                            **({} if store is None else {"store": store, "rank": 0, "world_size": 1}))
     try:
         with ExitStack() as stack:
             busy = ""
@@ -102,11 +105,21 @@ def rank_main(opts: Options, replicate: bool = False, fresh: bool = False, rig: 
         dist.destroy_process_group()
 
 
+def alone(opts, fresh: bool = False, rig=None) -> int:
+    """`python -m study reports` on one GPU, in this process, by a torchrun worker's path
+    (rank_main) in a one-member gloo group: every row goes to the journal as it comes, so
+    a run cut short (a time limit, a lost process) resumes what is missing when the same command
+    runs again, and a full study can span several sessions of a time-limited machine."""
+    import torch.distributed as dist
+
+    with tempfile.TemporaryDirectory(prefix="study-store-") as d:
+        return rank_main(opts, fresh=fresh, rig=rig, store=dist.FileStore(os.path.join(d, "store"), 1))
+
+
 def _me(rig: Rig) -> dict:
     import torch.distributed as dist
 
-    idx = os.environ.get(launch.PINNED, os.environ.get("LOCAL_RANK", "0"))
-    rank = dist.get_rank()
+    idx, rank = os.environ.get(launch.PINNED, os.environ.get("LOCAL_RANK", "0")), dist.get_rank()
     return {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "node": int(os.environ.get("GROUP_RANK", 0)),
             "host": socket.gethostname(), "device_index": int(idx) if idx.isdigit() else idx,
             "device_uuid": rig.uuid() or f"rank{rank}", "gpu": rig.gpu_name(), "sources": journal.sources_digest()}
@@ -158,7 +171,7 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         say(f"{gpu}: resuming, {len(work) - len(todo) if not replicate else len(done)} unit(s) kept from an "
             f"earlier attempt ({folders[gpu]})")
     say(f"{gpu} GPU {me['device_index']} ({dev}): {len(mine_units)} of {len(work)} units "
-        + ("(replicated)" if replicate else f"(sharded over {len(mine)} GPUs)"))
+        + ("(replicated)" if replicate else f"(sharded over {len(mine)} GPUs)" if len(team) > 1 else ""))
     jr = journal.Journal(folders[gpu], dev, time.time())
     jr.append("assigned", device=me, units=[u.key for u in mine_units])
     if me["local_rank"] == 0 and not lead and any(e.family == "cuda" for es in groups.values() for e in es):
@@ -215,30 +228,9 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me):
         jr.append("resources", rows=g.resources)
         jr.append("autotune", rows=g.autotune)
         jr.append("crashes", rows=[f"{c} [{where}]" for c in g.crashes])
+        jr.append("split", rows=[{"precision": p, **g.split}])   # where the group's time went (runner.py)
+        say(f"{where}: {g.where()}")
         r.phases[f"measure {p}"] = r.phases.get(f"measure {p}", 0.0) + g.seconds
-
-
-def describe(picked: Picked, dev: str) -> str:
-    d = picked.devices.get(dev, {})
-    return f"node {d.get('node', '?')} GPU {d.get('device_index', '?')} ({dev})"
-
-
-def lost(picked: Picked, work: dict, replicate: bool, folder) -> list:
-    """One line per GPU whose shard lost units (what it was last given and did not finish);
-    the rows that came are kept in the journal and the same command measures only these."""
-    out = []
-    for dev in (sorted(picked.devices) if replicate else [""]):
-        by: dict = {}
-        for u in work:
-            if (u.key, dev) not in picked.done:
-                for holder in ([dev] if replicate else sorted(picked.assigned.get(u.key, ())) or ["no GPU"]):
-                    by.setdefault(holder, []).append(u.name)
-        for holder, names in by.items():
-            who = describe(picked, holder) if holder in picked.devices else holder
-            out.append(f"shard of {who}: {len(names)} unit(s) missing ({', '.join(names[:4])}"
-                       f"{', ...' if len(names) > 4 else ''}); the rows that came are kept in {folder}: "
-                       "the same command measures only what is missing")
-    return out
 
 
 def _got(picked: Picked, records: list, replicate: bool, order: list) -> tuple:
@@ -260,6 +252,9 @@ def _got(picked: Picked, records: list, replicate: bool, order: list) -> tuple:
     got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
            "autotune": dedupe(picked.extras(records, "autotune"), AUTOTUNE_KEY),
            "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
+    for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs
+        mine = got.setdefault("split", {}).setdefault(x["precision"], {})
+        mine.update({k: round(mine.get(k, 0.0) + v, 1) for k, v in x.items() if k != "precision"})
     return got, every
 
 
@@ -270,8 +265,9 @@ def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, fold
     got, every = _got(picked, records, replicate, order)
     r.env["devices"] = [{k: v for k, v in picked.devices[d].items() if k not in ("host", "sources")}
                         for d in order if d in picked.devices]   # no host names in the committed tables
-    r.env["mode"] += f"; {'replicated on' if replicate else 'sharded over'} {len(mine)} GPUs (torchrun)"
-    r.env["missing"] = lost(picked, work, replicate, folder)   # written with --allow-partial only
+    r.env["mode"] += "; one GPU, journaled" if not launch.under_torchrun() else \
+        f"; {'replicated on' if replicate else 'sharded over'} {len(mine)} GPUs (torchrun)"
+    r.env["missing"] = picked.lost(work, replicate, folder)   # written with --allow-partial only
     return finish(opts, groups, shapes, r, got, r.env["missing"], _replicas(every, opts, r) if replicate else None), \
         not r.env["missing"]
 
@@ -309,7 +305,7 @@ def salvage(opts: Options, replicate: bool = False) -> int:
         if not records:
             continue
         picked = pick(records, work, replicate)
-        problems = lost(picked, work, replicate, folder)
+        problems = picked.lost(work, replicate, folder)
         say(f"{gdir.name}: {sum(map(len, picked.rows.values()))} rows kept in {folder}, "
             f"{len(picked.done)} unit(s) complete")
         if not opts.allow_partial:

@@ -13,7 +13,7 @@ Records, one a line (a: the attempt, the time.time() its rank started; dev: the 
 
     {"t": "assigned", "a", "dev", "device": {...}, "units": [[precision, M, N, K], ...]}
     {"t": "row", "a", "dev", "unit": [precision, M, N, K], "row": {...}}
-    {"t": "resources" | "autotune" | "crashes" | "ceilings" | "builds", "a", "dev", "rows": [...]}
+    {"t": "resources" | "autotune" | "crashes" | "split" | "ceilings" | "builds", "a", "dev", "rows": [...]}
     {"t": "env", "a", "dev", "env": {...}}
 
 pick() is the merge: per unit (per unit and GPU with --replicate) the rows of the latest attempt
@@ -119,6 +119,28 @@ class Picked:
     def extras(self, records: list, t: str) -> list:
         """The rows of records of type t from each device's latest attempt."""
         return [x for r in records if r["t"] == t and r["a"] == self.latest.get(r["dev"]) for x in r["rows"]]
+
+    def describe(self, dev: str) -> str:
+        """A GPU as the run's messages name it: node, index and uuid."""
+        d = self.devices.get(dev, {})
+        return f"node {d.get('node', '?')} GPU {d.get('device_index', '?')} ({dev})"
+
+    def lost(self, work: dict, replicate: bool, folder) -> list:
+        """One line per GPU whose shard lost units (what it was last given and did not finish);
+        the rows that came are kept in the journal and the same command measures only these."""
+        out = []
+        for dev in (sorted(self.devices) if replicate else [""]):
+            by: dict = {}
+            for u in work:
+                if (u.key, dev) not in self.done:
+                    for holder in ([dev] if replicate else sorted(self.assigned.get(u.key, ())) or ["no GPU"]):
+                        by.setdefault(holder, []).append(u.name)
+            for holder, names in by.items():
+                who = self.describe(holder) if holder in self.devices else holder
+                out.append(f"shard of {who}: {len(names)} unit(s) missing ({', '.join(names[:4])}"
+                           f"{', ...' if len(names) > 4 else ''}); the rows that came are kept in {folder}: "
+                           "the same command measures only what is missing")
+        return out
 
 
 def pick(records: list, work: dict, replicate: bool = False) -> Picked:

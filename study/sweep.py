@@ -215,8 +215,8 @@ def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
 
 
 def run(opts: Options) -> int:
-    """Measure what opts selects on this GPU and write its tables, figures and pages; 0 on
-    success, 1 (nothing written) if rows or groups were lost against the plan, unless
+    """Measure what opts selects on this GPU, in this process, unjournaled (the CLI's one-GPU
+    path is distrun.alone), and write its tables, figures and pages; 0 on success, 1 (nothing written) if rows or groups were lost against the plan, unless
     opts.allow_partial (then 1 only if no row came back). ValueError for filters that match
     nothing; atomic.Busy if another run holds the reports root."""
     groups, shapes = check(opts)

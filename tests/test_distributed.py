@@ -106,7 +106,7 @@ def test_pick_takes_the_latest_complete_attempt_and_names_what_is_missing(tmp_pa
     picked = journal.pick(journal.read(tmp_path), {u1: l1, u2: l2})
     assert picked.done == {(u1.key, "")}
     assert {r["note"] for r in picked.rows[(u1.key, "")]} == {"first"}
-    lines = distrun.lost(picked, {u1: l1, u2: l2}, False, tmp_path)
+    lines = picked.lost({u1: l1, u2: l2}, False, tmp_path)
     assert len(lines) == 1 and "node 0 GPU 3 (GPU-a)" in lines[0] and u2.name in lines[0] and u1.name not in lines[0]
 
 
@@ -228,3 +228,60 @@ def test_two_gpu_models_write_their_own_tables_from_one_run(tmp_path):
         res = pd.read_csv(tmp_path / "reports" / "data" / gpu / "results.csv")
         assert len(res) == 2 * LABELS and set(res["device_uuid"]) == {f"GPU-fake-{rank}"}
     assert {"FAKE_A", "FAKE_B"} <= {d.name for d in (tmp_path / "reports").iterdir()}
+
+
+# --- one GPU: the same journaled path in this process (distrun.alone) ----------------------------
+
+def test_one_gpu_run_cut_short_keeps_its_rows_and_the_same_command_resumes(tmp_path, monkeypatch, capsys):
+    """`python -m study reports` on one GPU appends every row to the journal as it comes: a run
+    stopped mid-way (a time limit, ^C) writes nothing, and the same command measures only the
+    units it had not finished, then writes the whole table and removes the journal."""
+    from study import runner
+
+    monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
+    root = tmp_path / "reports"
+    opts = Options(families=("cublas",), precisions=("fp32",), shapes=tuple(SHAPES[:3]), no_ncu=True, root=root,
+                   model=False)
+    measured = []
+
+    def rig(stop_after=None):
+        def work(precision, entries, shapes, settings, on_row=None, **kw):
+            g = runner.GroupResult(precision)
+            for s in shapes:
+                for e in entries:
+                    if len(measured) == stop_after:
+                        raise KeyboardInterrupt   # the run is stopped here
+                    row = result_row(e, s, ms_median=1.0, ms_q1=1.0, ms_q3=1.0, reps=1, rel_err=0.0, tol=1e-4,
+                                     status="ok", warmup_s=0.0)
+                    measured.append((s.M, e.label))
+                    g.rows.append(row)
+                    on_row(row, None)
+            g.split = {"timed repeats": 0.5}
+            return g
+        return distrun.Rig(gpu_name=lambda: "FAKE_GPU", uuid=lambda: "GPU-fake-0", work=work, ceilings_s=0.0,
+                           ceilings=lambda gpu, quick: pd.DataFrame([dict(gpu=gpu, name="fp32_fma_chain",
+                               source="measured", precision="fp32", value=1.0, unit="TFLOP/s", detail="test")]))
+    per_shape = len(plan.select(families=("cublas",), precisions=("fp32",))[0]["fp32"])
+    with pytest.raises(KeyboardInterrupt):
+        distrun.alone(opts, rig=rig(stop_after=per_shape))   # shape 16 done, stopped at 32
+    assert not (root / "data").exists(), "a run cut short writes nothing"
+    first = list(measured)
+    assert distrun.alone(opts, rig=rig()) == 0
+    again = measured[len(first):]
+    assert {m for m, _ in again} == {32, 48}, "the finished shape is kept, the rest measured"
+    assert "resuming" in capsys.readouterr().err
+    data = root / "data" / "FAKE_GPU"
+    res = pd.read_csv(data / "results.csv")
+    assert len(res) == 3 * per_shape and not res.duplicated(["M", "layout"]).any()
+    env = json.loads((data / "environment.json").read_text())
+    assert env["mode"].endswith("one GPU, journaled") and env["measure_split_s"] == {"fp32": {"timed repeats": 0.5}}
+    assert not (tmp_path / "journal" / "FAKE_GPU").exists(), "a written run removes its journal"
+
+
+def test_one_gpu_cli_takes_the_journaled_path(monkeypatch, tmp_path):
+    monkeypatch.setattr(device, "capability", lambda: (9, 0))
+    monkeypatch.setattr(launch, "visible_gpus", lambda: 1)
+    seen = []
+    monkeypatch.setattr(distrun, "alone", lambda opts, fresh=False: seen.append((opts.precisions, fresh)) or 0)
+    assert cli.main(["reports", "--precisions", "fp32", "--fresh", "--out", str(tmp_path)]) == 0
+    assert seen == [(("fp32",), True)]
