@@ -224,6 +224,13 @@ def cmd_stages(args) -> int:
     return 0
 
 
+def cmd_sources(args) -> int:
+    from .journal import sources_digest
+
+    print(sources_digest()[:16])
+    return 0
+
+
 def cmd_build(args) -> int:
     from . import build
 
@@ -293,6 +300,9 @@ def parser() -> argparse.ArgumentParser:
                        description="Every stage of both families from the stage headers: precisions, layout, "
                                    "architecture, whether it runs on this machine, and its Expect (first sentence).")
     s.set_defaults(func=cmd_stages)
+    sub.add_parser("sources", help="the digest of this tree's stage files and study/ (a run's sources_sha1)",
+                   description="The digest a measured run records as sources_sha1 in environment.json: sha1 of "
+                               "cuda_src/, triton_kernels/ and study/*.py, names and bytes.").set_defaults(func=cmd_sources)
     bl = sub.add_parser("build", help="compile every CUDA stage (cached)",
                         description="Compile every CUDA stage with nvcc through torch's load_inline, in parallel; "
                                     "cached under build/cuda. Needs a CUDA build of torch and a CUDA toolkit.")

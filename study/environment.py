@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 
+from .journal import sources_digest
 from .registry import ROOT
 
 # Untracked (not ignored) files here make the tree dirty: stage files and the harness.
@@ -135,6 +136,9 @@ def collect(settings=None) -> dict:
         "git_dirty": (os.environ.get("STUDY_GIT_DIRTY", "") == "1") if os.environ.get("STUDY_GIT_COMMIT")
                      else git_dirty(),
         "nvcc": (_out(["nvcc", "--version"]).splitlines() or [""])[-1],
+        # The bytes measured, whatever git says (a copy's .git can lag its files): journal.py's
+        # digest of the stage files and study/; `python -m study sources` prints the tree's.
+        "sources_sha1": sources_digest()[:16],
     }
     env.update(cublas_version())
     if settings is not None:

@@ -51,7 +51,7 @@ def title(data: Data) -> str:
 
 def _env_table(env: dict) -> str:
     keys = ["gpu_full_name", "compute_capability", "sms", "l2_mib", "memory_gib", "driver", "cuda_torch", "nvcc",
-            "torch", "triton", "python", "git_commit", "git_dirty", "date_utc", "power_limit_w", "sm_clock_max_mhz",
+            "torch", "triton", "python", "git_commit", "git_dirty", "sources_sha1", "date_utc", "power_limit_w", "sm_clock_max_mhz",
             "sm_clock_min_mhz", "sm_clock_median_mhz", "sm_clock_max_mhz_seen", "mode", "wall_s"]
     return table(pd.DataFrame([{"key": k, "value": env[k]} for k in keys if k in env]))
 

@@ -109,6 +109,16 @@ def test_environment_names_cublas_uuid_settings_and_seed(monkeypatch):
     assert "settings" not in environment.collect()   # the old call still works
 
 
+def test_a_run_records_the_digest_of_the_sources_it_measured(capsys):
+    """git_commit can lag the files (a copied tree whose .git is older): sources_sha1 is the
+    digest of the bytes themselves, and `python -m study sources` prints the tree's."""
+    from study import cli, journal
+
+    assert environment.collect()["sources_sha1"] == journal.sources_digest()[:16]
+    assert cli.main(["sources"]) == 0
+    assert capsys.readouterr().out.strip() == journal.sources_digest()[:16]
+
+
 def test_cublas_version_sources(monkeypatch):
     from importlib import metadata
 
