@@ -1,7 +1,8 @@
 """Figures across GPUs and from the clock columns (no GPU): H200 against H100, power and clock.
 
-    compare(datas, path)     per stage and precision at 4096^3 / 8192^3, TFLOP/s(H200) / TFLOP/s(H100),
-                             beside the ratios of the two GPUs' measured copy bandwidth and cuBLAS peaks
+    compare(datas, path)     per stage and precision at 4096^3 / 8192^3 and at decode (M <= 16, the
+                             median over the weights), TFLOP/s(H200) / TFLOP/s(H100), beside the
+                             ratios of the two GPUs' measured copy bandwidth and cuBLAS peaks
     power_clock(data, path)  the large shapes of each tensor-core precision: TFLOP/s against board power
                              and SM clock (the power limit drawn), and energy per PFLOP by kernel
     draw(datas, root)        both, where the data has them; the paths written
@@ -29,6 +30,8 @@ POWER_NAME = "power_clock.png"
 TENSOR = ("tf32", "fp16", "bf16", "fp8")
 KINDS = ("stage", "baseline")
 KEY = ["family", "stage", "kind", "layout", "scaling"]
+DECODE_M = 16                       # decode token counts beside the squares: memory-bound shapes
+DECODE_AT = f"decode M <= {DECODE_M}"
 
 
 def pair(datas: list):
@@ -37,11 +40,13 @@ def pair(datas: list):
     return tuple(found) if all(f is not None for f in found) else None
 
 
-def _rows(data: Data, prec: str, n: int) -> pd.DataFrame:
-    """ok rows of stages and baselines at n^3 (fp8: per-tensor scales), scaling filled with ""."""
+def _rows(data: Data, prec: str, n: int | None) -> pd.DataFrame:
+    """ok rows of stages and baselines at n^3, or (n None) at the decode shapes M <= DECODE_M
+    against the layer weights (fp8: per-tensor scales), scaling filled with ""."""
     r = data.results
-    df = r[(r["dtype"] == prec) & (r["M"] == n) & (r["N"] == n) & (r["K"] == n) & (r["status"] == "ok")
-           & r["tflops"].notna() & r["kind"].isin(KINDS)].copy()
+    at = (r["M"] == n) & (r["N"] == n) & (r["K"] == n) if n else \
+        (r["M"] <= DECODE_M) & (r.get("shape_set", pd.Series("", index=r.index)) == "layer")
+    df = r[(r["dtype"] == prec) & at & (r["status"] == "ok") & r["tflops"].notna() & r["kind"].isin(KINDS)].copy()
     df["scaling"] = df["scaling"].fillna("") if "scaling" in df else ""
     return df[df["scaling"].isin(["", "tensor"])]
 
@@ -52,19 +57,27 @@ def _ceiling(data: Data, name: str) -> float:
     return float(v.iloc[0]) if len(v) else math.nan
 
 
+def ceiling_ratio(datas: list, name: str) -> float:
+    """A measured ceiling of the H200 over the H100's (nan if either lacks it)."""
+    got = pair(datas)
+    return _ceiling(got[0], name) / _ceiling(got[1], name) if got else math.nan
+
+
 def ratios(datas: list) -> pd.DataFrame:
-    """One row per kernel, precision and size both GPUs measured: ratio = TFLOP/s(H200) / TFLOP/s(H100)."""
+    """One row per kernel, precision and size both GPUs measured: ratio = TFLOP/s(H200) /
+    TFLOP/s(H100); `at` is "4096^3", "8192^3" or DECODE_AT (the median over those shapes)."""
     got = pair(datas)
     out = []
     if got is None:
-        return pd.DataFrame(columns=KEY + ["dtype", "n", "ratio"])
+        return pd.DataFrame(columns=KEY + ["dtype", "at", "ratio"])
     a, b = got
     for prec in PRECISIONS:
-        for n in TABLE_SIZES:
-            m = _rows(a, prec, n).merge(_rows(b, prec, n), on=KEY, suffixes=("_a", "_b"))
-            for _, r in m.sort_values(["family", "stage", "kind", "layout"]).iterrows():
-                out.append({**{k: r[k] for k in KEY}, "dtype": prec, "n": n, "ratio": r["tflops_a"] / r["tflops_b"]})
-    return pd.DataFrame(out, columns=KEY + ["dtype", "n", "ratio"])
+        for n in (*TABLE_SIZES, None):
+            m = _rows(a, prec, n).merge(_rows(b, prec, n), on=KEY + ["M", "N", "K"], suffixes=("_a", "_b"))
+            m["ratio"] = m["tflops_a"] / m["tflops_b"]
+            for k, r in m.groupby(KEY, sort=True)["ratio"].median().items():
+                out.append({**dict(zip(KEY, k)), "dtype": prec, "at": f"{n}^3" if n else DECODE_AT, "ratio": r})
+    return pd.DataFrame(out, columns=KEY + ["dtype", "at", "ratio"])
 
 
 def compare(datas: list, path: Path) -> pd.DataFrame:
@@ -80,13 +93,13 @@ def compare(datas: list, path: Path) -> pd.DataFrame:
         kernels = list(dict.fromkeys(zip(d["family"], d["stage"], d["kind"], d["layout"])))
         kernels.sort(key=lambda k: (k[0] == "cublas", k[0] == "inductor", k[0], k[1], k[3]))
         x = np.arange(len(kernels))
-        for j, n in enumerate(TABLE_SIZES):
+        for j, (at, hatch) in enumerate(zip((*[f"{n}^3" for n in TABLE_SIZES], DECODE_AT), (None, "//", ".."))):
             for i, (fam, st, kind, lay) in enumerate(kernels):
-                r = d[(d["family"] == fam) & (d["stage"] == st) & (d["kind"] == kind) & (d["layout"] == lay) & (d["n"] == n)]
+                r = d[(d["family"] == fam) & (d["stage"] == st) & (d["kind"] == kind) & (d["layout"] == lay) & (d["at"] == at)]
                 if len(r):
-                    ax.bar(x[i] + (j - 0.5) * 0.4, r["ratio"].iloc[0], 0.4, color=FAMILY_COLOR.get(fam, "gray"),
-                           hatch="//" if j else None, edgecolor="white" if not j else "black", alpha=0.55 if j else 1.0,
-                           label=f"{n}^3" + (" (hatched)" if j else ""))
+                    ax.bar(x[i] + (j - 1) * 0.28, r["ratio"].iloc[0], 0.28, color=FAMILY_COLOR.get(fam, "gray"),
+                           hatch=hatch, edgecolor="black" if hatch else "white", alpha=0.55 if hatch else 1.0,
+                           label=at + (f" ({hatch})" if hatch else ""))
         peak = _ceiling(a, f"cublas_{prec}") / _ceiling(b, f"cublas_{prec}")
         for val, style, what in ((bw, "--", "copy bandwidth"), (peak, ":", f"cuBLAS {prec} peak"), (1.0, "-", "")):
             if math.isfinite(val):

@@ -181,8 +181,28 @@ def power(data: Data) -> str:
             f"{top:.0f} MHz maximum ({_page(data, POWER_PREC, POWER_PREC + ' ladder, clock line')}).")
 
 
+def gpus(datas: list) -> str:
+    """H200 against H100 at the decode shapes (16-bit stages): which stages follow the copy bandwidth."""
+    df = figures_compare.ratios(datas)
+    half = df[df["dtype"].isin(["fp16", "bf16"]) & (df["kind"] == "stage")]
+    dec = half[half["at"] == figures_compare.DECODE_AT].groupby(["family", "stage"])["ratio"].median()
+    sq = half.loc[half["at"] == f"{N}^3", "ratio"]
+    cub = df.loc[df["dtype"].isin(["fp16", "bf16"]) & (df["family"] == "cublas") & (df["at"] == figures_compare.DECODE_AT),
+                 "ratio"]
+    bw, peak = (figures_compare.ceiling_ratio(datas, n) for n in ("copy_bandwidth", "cublas_bf16"))
+    if len(dec) < 2 or not len(sq) or not len(cub) or pd.isna(bw) or pd.isna(peak):
+        return ""
+    (hf, hs), (lf, ls) = dec.idxmax(), dec.idxmin()
+    return (f"From the H100 to the H200 (measured copy bandwidth {bw:.2f}x, cuBLAS bf16 peak {peak:.2f}x), at the "
+            f"decode shapes (M <= {figures_compare.DECODE_M}, 16-bit, median over the weights) {hf} {hs[:3]} runs "
+            f"{dec.max():.2f}x faster, following the bandwidth as cuBLAS does ({cub.median():.2f}x), while {lf} "
+            f"{ls[:3]} gains {dec.min():.2f}x; at {N}^3 the stages gain {sq.median():.2f}x (median) "
+            f"([H200 against H100](figures/{figures_compare.COMPARE_NAME})).")
+
+
 def findings(datas: list) -> list:
     out = [simt(datas)] + [_first(datas, fn) for fn in (tensor, decode_wins, fp8_speed, fp8_error, ragged, power)]
+    out.append(gpus(datas))
     out += next((f for f in map(modelpage.findings, datas) if f), [])   # the newest run with a model group
     return [f for f in out if f]
 

@@ -134,6 +134,20 @@ def test_compare_and_power_figures_are_drawn_and_linked(rendered):
         assert path.read_bytes() == (again / path.relative_to(rendered)).read_bytes(), path
 
 
+def test_gpu_comparison_covers_the_decode_shapes(rendered):
+    """H200 against H100 at the squares and at decode (M <= 16: memory-bound, where a kernel can
+    follow the copy bandwidth); the overview says which stage follows it, with its number."""
+    from study import figures_compare, overview
+    datas = [report.load(d) for d in report.recorded(rendered)]
+    if figures_compare.pair(datas) is None:
+        pytest.skip("one GPU recorded")
+    df = figures_compare.ratios(datas)
+    assert {"4096^3", figures_compare.DECODE_AT} <= set(df["at"]) and (df["ratio"] > 0).all()
+    text = overview.gpus(datas)
+    assert text.startswith("From the H100 to the H200") and "x faster" in text
+    assert text in (rendered / "README.md").read_text()
+
+
 def test_ladder_y_limit_is_above_the_cublas_line(rendered, tmp_path):
     from study import figures
     for d in report.recorded(rendered):
