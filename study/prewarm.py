@@ -69,6 +69,10 @@ class Prewarm:
                 p.kill()
                 out, _ = p.communicate()
                 failed.append(f"prewarm process killed after {TIMEOUT_S:.0f} s")
+            except BaseException:   # the run stopped (^C, a time limit): no compiler left behind
+                for q in self.procs:
+                    q.kill()
+                raise
             failed += [ln[len("FAILED "):] for ln in (out or "").splitlines() if ln.startswith("FAILED ")]
             if p.returncode not in (0, None) and not failed:
                 failed.append(f"prewarm process exited {p.returncode}")

@@ -153,15 +153,19 @@ def _lines(proc, stall_s: float):
             q.put(line)
         q.put("")  # EOF
     threading.Thread(target=pump, daemon=True).start()
-    while True:
-        try:
-            line = q.get(timeout=stall_s)
-        except queue.Empty:
-            yield None
-            return
-        if line == "":
-            return
-        yield line
+    try:
+        while True:
+            try:
+                line = q.get(timeout=stall_s)
+            except queue.Empty:
+                yield None
+                return
+            if line == "":
+                return
+            yield line
+    except BaseException:   # the run stopped (^C, a time limit): its child must not hold the GPU on
+        proc.kill()
+        raise
 
 
 def run_group(precision: str, entries: list, shapes: list, settings: Settings, on_row=None,

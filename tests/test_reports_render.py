@@ -483,3 +483,24 @@ def test_measure_shape_alone_announces_each_kernel(monkeypatch):
         else:
             assert ("rounds", None) in kinds and ("start", "timed alone") not in kinds
             assert not any("timed alone" in r["note"] for r in rows)
+
+
+def test_a_stopped_run_takes_its_measuring_child_down():
+    """^C or a time limit's SIGINT stops the parent while a child holds the GPU: the child is
+    killed, not left running beside the next run (which resumes from the journal)."""
+    import subprocess
+    import sys as _sys
+
+    from study import runner
+
+    for stop in ("throw", "close"):
+        proc = subprocess.Popen([_sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                                stdout=subprocess.PIPE, text=True)
+        lines = runner._lines(proc, 30.0)
+        assert next(lines) == "ready\n"
+        if stop == "throw":
+            with pytest.raises(KeyboardInterrupt):
+                lines.throw(KeyboardInterrupt)
+        else:
+            lines.close()
+        assert proc.wait(timeout=10) != 0, stop
