@@ -86,7 +86,7 @@ def compare(datas: list, path: Path) -> pd.DataFrame:
     a, b = pair(datas)
     df = ratios(datas)
     precs = [p for p in PRECISIONS if p in set(df["dtype"])]
-    bw = _ceiling(a, "copy_bandwidth") / _ceiling(b, "copy_bandwidth")
+    bw = ceiling_ratio(datas, "copy_bandwidth")
     fig, axes = plt.subplots(len(precs) or 1, 1, figsize=(12, 2.7 * max(1, len(precs))), squeeze=False)
     for ax, prec in zip(axes[:, 0], precs):
         d = df[df["dtype"] == prec]
@@ -100,7 +100,7 @@ def compare(datas: list, path: Path) -> pd.DataFrame:
                     ax.bar(x[i] + (j - 1) * 0.28, r["ratio"].iloc[0], 0.28, color=FAMILY_COLOR.get(fam, "gray"),
                            hatch=hatch, edgecolor="black" if hatch else "white", alpha=0.55 if hatch else 1.0,
                            label=at + (f" ({hatch})" if hatch else ""))
-        peak = _ceiling(a, f"cublas_{prec}") / _ceiling(b, f"cublas_{prec}")
+        peak = ceiling_ratio(datas, f"cublas_{prec}")
         for val, style, what in ((bw, "--", "copy bandwidth"), (peak, ":", f"cuBLAS {prec} peak"), (1.0, "-", "")):
             if math.isfinite(val):
                 ax.axhline(val, color="dimgray" if what else "lightgray", linestyle=style, linewidth=1.2 if what else 0.8)
