@@ -126,12 +126,13 @@ def _me(rig: Rig) -> dict:
 
 
 def _previous(opts: Options, gpu: str) -> tuple:
-    """(the model's recorded results.csv or None, seconds its ceilings took)."""
+    """(the model's recorded results.csv or None, its groups' walls, seconds its ceilings took)."""
     d = results.data_dir(gpu, opts.out())
     if not (d / "results.csv").exists():
-        return None, LEADER_HEAD_S
+        return None, {}, LEADER_HEAD_S
     old = results.load(d)
-    return old.results, float(old.environment.get("phases_s", {}).get("ceilings", LEADER_HEAD_S))
+    return old.results, shard.group_walls(old.environment), float(old.environment.get("phases_s", {}).get(
+        "ceilings", LEADER_HEAD_S))
 
 
 def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
@@ -159,10 +160,10 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     todo = [u for u in work if (u.key, dev if replicate else "") not in done]
     proposal = None
     if lead and not replicate:
-        previous, head = _previous(opts, gpu)
+        previous, walls, head = _previous(opts, gpu)
         head = head if rig.ceilings_s is None else rig.ceilings_s
         proposal = shard.assign(shard.costs({u: work[u] for u in todo}, Settings.quick() if opts.quick else Settings(),
-                                            previous), len(mine), start={0: head})
+                                            previous, walls), len(mine), start={0: head})
     if replicate:
         mine_units = todo
     else:   # the leader's shards, the same on every rank of the model
@@ -228,7 +229,7 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me):
         jr.append("resources", rows=g.resources)
         jr.append("autotune", rows=g.autotune)
         jr.append("crashes", rows=[f"{c} [{where}]" for c in g.crashes])
-        jr.append("split", rows=[{"precision": p, **g.split}])   # where the group's time went (runner.py)
+        jr.append("split", rows=[{"precision": p, **g.split}], seconds=g.seconds)   # where its time went (runner.py)
         say(f"{where}: {g.where()}")
         r.phases[f"measure {p}"] = r.phases.get(f"measure {p}", 0.0) + g.seconds
 
@@ -252,10 +253,12 @@ def _got(picked: Picked, records: list, replicate: bool, order: list) -> tuple:
     got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
            "autotune": dedupe(picked.extras(records, "autotune"), AUTOTUNE_KEY),
            "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
-    for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs
+    for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs and attempts
         mine = got.setdefault("split", {}).setdefault(x["precision"], {})
         mine.update({k: round(mine.get(k, 0.0) + v, 1) for k, v in x.items() if k != "precision"})
+    got["attempts"] = picked.attempts(records)
     return got, every
+
 
 
 def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, folder) -> tuple:

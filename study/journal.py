@@ -9,11 +9,13 @@ journal root: STUDY_JOURNAL_DIR, default <state root>/build/journal. The fingerp
 what decides the rows (reports root, plan, shapes, settings, --replicate, and the bytes of the
 stage files and of study/), so a re-run of the same command finds the rows of the attempt that
 failed and measures only what is missing, and a changed kernel never resumes stale rows.
-Records, one a line (a: the attempt, the time.time() its rank started; dev: the GPU's uuid):
+Records, one a line (a: the attempt, the time.time() its rank started; w: the time.time() the
+record was written; dev: the GPU's uuid):
 
     {"t": "assigned", "a", "dev", "device": {...}, "units": [[precision, M, N, K], ...]}
     {"t": "row", "a", "dev", "unit": [precision, M, N, K], "row": {...}}
     {"t": "resources" | "autotune" | "crashes" | "split" | "ceilings" | "builds", "a", "dev", "rows": [...]}
+    {"t": "split", ..., "seconds": the group's wall on this GPU in this attempt}
     {"t": "env", "a", "dev", "env": {...}}
 
 pick() is the merge: per unit (per unit and GPU with --replicate) the rows of the latest attempt
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +69,7 @@ class Journal:
         self._f = open(self.path, "a")
 
     def append(self, t: str, **fields) -> dict:
-        rec = {"t": t, "a": self.attempt, "dev": self.dev, **fields}
+        rec = {"t": t, "a": self.attempt, "w": time.time(), "dev": self.dev, **fields}
         self._f.write(json.dumps(rec, default=str) + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())
@@ -117,8 +120,23 @@ class Picked:
     latest: dict = field(default_factory=dict)    # {dev: latest attempt}
 
     def extras(self, records: list, t: str) -> list:
-        """The rows of records of type t from each device's latest attempt."""
-        return [x for r in records if r["t"] == t and r["a"] == self.latest.get(r["dev"]) for x in r["rows"]]
+        """The rows of records of type t from every attempt, the newest attempt's first (a resumed
+        run keeps what its earlier attempts' groups recorded; a de-duplication keeps the newest)."""
+        return [x for r in sorted((r for r in records if r["t"] == t), key=lambda r: -r["a"]) for x in r["rows"]]
+
+    def attempts(self, records: list) -> list:
+        """Each GPU's attempts at this run, oldest first: when it started, its groups' seconds, and
+        the seconds to its last journaled record (a run resumed after a time limit spans several)."""
+        out: dict = {}
+        for r in records:
+            if r["dev"] in self.devices:
+                at = out.setdefault((r["a"], r["dev"]), {"started_utc": time.strftime(
+                    "%Y-%m-%d %H:%M:%S", time.gmtime(r["a"])), "gpu": self.describe(r["dev"]), "groups_s": {},
+                    "journaled_s": 0.0})
+                at["journaled_s"] = round(max(at["journaled_s"], r.get("w", r["a"]) - r["a"]), 1)
+                if r["t"] == "split" and "seconds" in r:
+                    at["groups_s"].update({x["precision"]: round(r["seconds"], 1) for x in r["rows"]})
+        return [out[k] for k in sorted(out)]
 
     def describe(self, dev: str) -> str:
         """A GPU as the run's messages name it: node, index and uuid."""

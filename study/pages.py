@@ -60,7 +60,14 @@ def _phases(env: dict) -> str:
     ph = env.get("phases_s", {})
     if not ph:
         return ""
-    return "Where the run's time went (seconds): " + ", ".join(f"{k} {v:.0f}" for k, v in ph.items()) + ".\n"
+    out = "Where the run's time went (seconds): " + ", ".join(f"{k} {v:.0f}" for k, v in ph.items()) + ".\n"
+    runs = env.get("attempts", [])
+    if len(runs) > len({a["gpu"] for a in runs}):   # resumed after a time limit: every attempt's groups
+        out += ("\nThe run was resumed; its attempts (per GPU: start, each precision group's seconds; the "
+                "phases above are the last attempt's):\n\n" + "\n".join(
+                    f"- {a['started_utc']} UTC, {a['gpu']}: " + (", ".join(f"{p} {s:.0f}" for p, s in a["groups_s"].items())
+                                                               or "no group finished") for a in runs) + "\n")
+    return out
 
 
 def _nav(data: Data) -> str:

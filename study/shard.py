@@ -5,7 +5,8 @@ stages, plan.group_shapes), so each row is timed beside its cuBLAS baseline on t
 the families stay interleaved shape by shape (measure.py). Units are never split.
 
 Cost, in seconds: the previous run's times where reports/data/<gpu>/results.csv has the row
-(its timed repeats, the check and sizing calls, and a fixed overhead per row), else a model from
+(its timed repeats, the check and sizing calls, its warm-up, a fixed overhead per row, and an
+equal share of the rest of its group's recorded wall time), else a model from
 FLOPs: a nominal rate per precision, repeats as measure.Settings sizes them. Shards come from
 longest-processing-time-first: units in falling cost (ties broken by precision and shape, so
 every rank computes the same shards), each to the least loaded rank (ties: the lowest rank);
@@ -69,9 +70,14 @@ def row_seconds(ms_median, reps, warmup_s=0.0) -> float:
     return ROW_S + finite(ms_median) / 1e3 * (finite(reps) + EXTRA_CALLS) + finite(warmup_s)
 
 
-def costs(work: dict, settings, previous=None) -> dict:
+def costs(work: dict, settings, previous=None, walls=None) -> dict:
     """{Unit: seconds}. previous: the model's earlier results.csv (a DataFrame) or None; a unit
-    takes the recorded rows' seconds when the earlier run timed it, else the FLOPs model."""
+    takes the recorded rows' seconds when the earlier run timed it, else the FLOPs model.
+    walls: {precision: seconds} the earlier run's groups took in all (group_walls); what they
+    took beyond their rows' seconds (child start-ups, inputs, compiles outside the warm-ups:
+    55 of the fp16 group's 192 s on the H100, 2026-11-26) is spread evenly over that
+    precision's recorded units. Without it two H200s got 113 and 13 of 126 units (> 330 s
+    against 81 s)."""
     seen: dict = {}
     if previous is not None and len(previous) and {"dtype", "M", "N", "K", "ms_median", "reps"} <= set(previous):
         prev = previous.assign(warmup_s=previous["warmup_s"] if "warmup_s" in previous else 0.0)
@@ -79,8 +85,25 @@ def costs(work: dict, settings, previous=None) -> dict:
                 index=False, name=None):
             key = (d, int(m), int(n), int(k))
             seen[key] = seen.get(key, 0.0) + row_seconds(ms, reps, warm)
+    for p, wall in (walls or {}).items():
+        mine = [k for k in seen if k[0] == p]
+        if mine and math.isfinite(wall):
+            extra = max(0.0, wall - sum(seen[k] for k in mine)) / len(mine)
+            seen.update({k: seen[k] + extra for k in mine})
     return {u: seen[u.key] if u.key in seen else model_seconds(u, len(labels), settings)
             for u, labels in work.items()}
+
+
+def group_walls(env: dict) -> dict:
+    """{precision: seconds} an earlier run's groups took, summed over its GPUs and attempts
+    (environment.json's attempts), or a one-GPU run's 'measure <precision>' phases."""
+    walls: dict = {}
+    for a in env.get("attempts") or ():
+        for p, sec in a.get("groups_s", {}).items():
+            walls[p] = walls.get(p, 0.0) + float(sec)
+    if not walls and "sharded" not in str(env.get("mode", "")) and "replicated" not in str(env.get("mode", "")):
+        walls = {k.split(" ", 1)[1]: float(v) for k, v in env.get("phases_s", {}).items() if k.startswith("measure ")}
+    return walls
 
 
 def assign(cost: dict, n: int, start: dict | None = None) -> list:

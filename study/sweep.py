@@ -302,7 +302,7 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     builds = _with_gpu(pd.DataFrame(_build_rows(r.built, res)), gpu)
     if r.clock is not None:
         env.update(r.clock.stop())
-    env["crashes"], env["measure_split_s"] = got["crashes"], got.get("split", {})
+    env["crashes"], env["measure_split_s"], env["attempts"] = got["crashes"], got.get("split", {}), got.get("attempts", [])
     phases["tables"] = time.perf_counter() - t
     root = opts.out()
     old = results.data_dir(gpu, root)

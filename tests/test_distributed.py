@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from study import cli, device, distrun, journal, launch, plan, publish, shard, spread
+from study import cli, device, distrun, journal, launch, pages, plan, publish, runner, shard, spread
 from study.measure import Settings, result_row
 from study.sweep import Options
 
@@ -80,6 +80,31 @@ def test_costs_come_from_the_previous_run_where_it_has_the_rows():
     warm = prev.assign(warmup_s=12.5)   # a recorded warm-up (Inductor's autotuning) counts too
     assert shard.costs(work, Settings(), warm)[u] == pytest.approx(cost[u] + 12.5)
     assert shard.costs(work, Settings(), prev.assign(warmup_s=float("nan")))[u] == pytest.approx(cost[u])
+
+
+def test_a_groups_time_beyond_its_rows_is_spread_over_its_units():
+    """Rows that say 15 s of an fp32 group that took 120 s: the 105 s rest goes evenly to its
+    three units, so cheap units no longer pile up on one GPU beside a dear one (two H200s,
+    2026-11-26: 113 and 13 of 126 units)."""
+    work, _, _ = quick_work()
+    fp32 = [u for u in work if u.precision == "fp32"]
+    dear = next(u for u in work if u.precision == "tf32")
+    ms = {u: (5.0 - shard.ROW_S) / shard.EXTRA_CALLS * 1e3 for u in fp32}   # 5 s a unit, as recorded
+    ms[dear] = (60.0 - shard.ROW_S) / shard.EXTRA_CALLS * 1e3                # 60 s
+    prev = pd.DataFrame([dict(dtype=u.precision, M=u.shape.M, N=u.shape.N, K=u.shape.K, ms_median=v, reps=0)
+                         for u, v in ms.items()])
+    plain, cost = shard.costs(work, Settings(), prev), shard.costs(work, Settings(), prev, {"fp32": 120.0, "tf32": 1.0})
+    assert len(fp32) == 3 and all(plain[u] == pytest.approx(5.0) and cost[u] == pytest.approx(40.0) for u in fp32)
+    assert cost[dear] == pytest.approx(60.0), "a group that took less than its rows say: as recorded"
+    assert sorted(len(s) for s in shard.assign({u: plain[u] for u in ms}, 2)) == [1, 3]
+    assert sorted(len(s) for s in shard.assign({u: cost[u] for u in ms}, 2)) == [2, 2]
+
+
+def test_group_walls_from_attempts_or_a_one_gpu_runs_phases():
+    runs = [{"groups_s": {"fp32": 10.0}}, {"groups_s": {"fp32": 5.0, "tf32": 7.0}}]
+    assert shard.group_walls({"attempts": runs, "phases_s": {"measure fp32": 99.0}}) == {"fp32": 15.0, "tf32": 7.0}
+    assert shard.group_walls({"mode": "full", "phases_s": {"measure fp16": 116.5, "plots": 40.0}}) == {"fp16": 116.5}
+    assert shard.group_walls({"mode": "full; sharded over 2 GPUs (torchrun)", "phases_s": {"measure fp16": 60.0}}) == {}
 
 
 # --- the journal's merge and the spread -----------------------------------------------------------
@@ -276,6 +301,46 @@ def test_one_gpu_run_cut_short_keeps_its_rows_and_the_same_command_resumes(tmp_p
     env = json.loads((data / "environment.json").read_text())
     assert env["mode"].endswith("one GPU, journaled") and env["measure_split_s"] == {"fp32": {"timed repeats": 0.5}}
     assert not (tmp_path / "journal" / "FAKE_GPU").exists(), "a written run removes its journal"
+
+
+def test_a_resumed_run_keeps_what_its_earlier_attempts_recorded(tmp_path, monkeypatch):
+    """The fp32 group ends in the first attempt, which is stopped in tf32; the second measures
+    tf32. The written run has both groups' autotune rows, time splits and attempts (the first
+    attempt's used to be dropped: seen on the H100 and the H200, 2026-11-26)."""
+    monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
+    root = tmp_path / "reports"
+    opts = Options(families=("cublas",), precisions=("fp32", "tf32"), shapes=("16",), no_ncu=True, root=root,
+                   model=False)
+
+    def rig(stop_in=None):
+        def work(precision, entries, shapes, settings, on_row=None, **kw):
+            if precision == stop_in:
+                raise KeyboardInterrupt   # the time limit
+            g = runner.GroupResult(precision, seconds=2.0 if precision == "fp32" else 3.0,
+                                   split={"timed repeats": 0.5},
+                                   autotune=[dict(family="triton", stage="s08", precision=precision,
+                                                  shape_class="16x16x16", config=f"cfg-{precision}", ms=0.1)])
+            for s in shapes:
+                for e in entries:
+                    row = result_row(e, s, ms_median=1.0, ms_q1=1.0, ms_q3=1.0, reps=1, rel_err=0.0, tol=1e-4,
+                                     status="ok", warmup_s=0.0)
+                    g.rows.append(row)
+                    on_row(row, None)
+            return g
+        return distrun.Rig(gpu_name=lambda: "FAKE_GPU", uuid=lambda: "GPU-fake-0", work=work, ceilings_s=0.0,
+                           ceilings=lambda gpu, quick: pd.DataFrame([dict(gpu=gpu, name="fp32_fma_chain",
+                               source="measured", precision="fp32", value=1.0, unit="TFLOP/s", detail="test")]))
+    with pytest.raises(KeyboardInterrupt):
+        distrun.alone(opts, rig=rig(stop_in="tf32"))
+    assert distrun.alone(opts, rig=rig()) == 0
+    data = root / "data" / "FAKE_GPU"
+    tuned = pd.read_csv(data / "autotune.csv")
+    assert sorted(tuned["config"]) == ["cfg-fp32", "cfg-tf32"]
+    env = json.loads((data / "environment.json").read_text())
+    assert set(env["measure_split_s"]) == {"fp32", "tf32"}
+    assert [a["groups_s"] for a in env["attempts"]] == [{"fp32": 2.0}, {"tf32": 3.0}]
+    assert all(a["gpu"].endswith("(GPU-fake-0)") and a["journaled_s"] >= 0 for a in env["attempts"])
+    assert "The run was resumed" in pages._phases(env) and "fp32 2" in pages._phases(env)
 
 
 def test_one_gpu_cli_takes_the_journaled_path(monkeypatch, tmp_path):
