@@ -30,15 +30,15 @@ import pandas as pd
 
 from . import journal, launch, prewarm, results, shard
 from .atomic import Busy, locked
-from .journal import Picked, pick
+from .journal import pick
 from .measure import Settings
 from .publish import merge, schedule
 from .roofline import annotate
-from .sweep import RESULT_KEY, Options, Ready, check, finish, prepare, say
+from .sweep import AUTOTUNE_KEY, RESULT_KEY, Options, Ready, check, finish, prepare, say
 
 TIMEOUT_S = float(os.environ.get("STUDY_DIST_TIMEOUT_S", 12 * 3600))   # the longest a rank waits for the others
 LEADER_HEAD_S = 30.0   # the leader's ceilings, when no earlier run says how long they took
-AUTOTUNE_KEY = ["family", "stage", "precision", "shape_class"]
+MODEL_S = 75.0         # the model group, when no earlier run says (H100 and H200, 2026-11-26: 71-74 s)
 
 
 @dataclass
@@ -50,6 +50,7 @@ class Rig:
     ceilings: Callable | None = None   # (gpu, quick) -> ceilings frame (ceilings.measure)
     work: Callable | None = None       # runner.run_group's signature
     ceilings_s: float | None = None    # what the ceilings cost the leader (None: the last run's, or LEADER_HEAD_S)
+    model: Callable | None = None      # () -> the model group's frame (modelrun.run_group)
 
     def __post_init__(self):
         from . import device, environment, runner
@@ -57,6 +58,19 @@ class Rig:
         self.gpu_name = self.gpu_name or device.gpu_name
         self.uuid = self.uuid or environment.cuda_uuid
         self.work = self.work or runner.run_group
+        self.model = self.model or _model_group
+
+
+def runs_model(opts: Options) -> bool:
+    return opts.model and not (opts.quick or opts.filters())   # a full run (sweep._model's rule)
+
+
+def _model_group() -> pd.DataFrame:
+    from . import modelrun
+    from .inmodel import ModelOptions
+
+    say("the kernels in a model: training, inference, MLP block, host overhead (modelrun.py)")
+    return modelrun.run_group(ModelOptions())
 
 
 def fingerprint(opts: Options, groups: dict, shapes: list, gpu: str, replicate: bool) -> str:
@@ -126,13 +140,15 @@ def _me(rig: Rig) -> dict:
 
 
 def _previous(opts: Options, gpu: str) -> tuple:
-    """(the model's recorded results.csv or None, its groups' walls, seconds its ceilings took)."""
+    """(the model's recorded results.csv or None, its groups' walls, seconds its ceilings and its
+    model group took)."""
     d = results.data_dir(gpu, opts.out())
     if not (d / "results.csv").exists():
-        return None, {}, LEADER_HEAD_S
+        return None, {}, LEADER_HEAD_S, MODEL_S
     old = results.load(d)
-    return old.results, shard.group_walls(old.environment), float(old.environment.get("phases_s", {}).get(
-        "ceilings", LEADER_HEAD_S))
+    ph = old.environment.get("phases_s", {})
+    return old.results, shard.group_walls(old.environment), float(ph.get("ceilings", LEADER_HEAD_S)), \
+        float(ph.get("model", MODEL_S))
 
 
 def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
@@ -157,13 +173,18 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     dist.barrier()
     prior = journal.unique([r for g, recs in _all((gpu, journal.read(folders[gpu]))) if g == gpu for r in recs])
     done = pick(prior, work, replicate).done
+    # the model group (a full run): the model's last GPU runs it after its shard, so that with
+    # several GPUs it overlaps the leader's ncu and tables; journaled, so a resumed run keeps it
+    model_by = mine[-1]["rank"] if runs_model(opts) and not any(r["t"] == "model" for r in prior) else None
     todo = [u for u in work if (u.key, dev if replicate else "") not in done]
     proposal = None
     if lead and not replicate:
-        previous, walls, head = _previous(opts, gpu)
-        head = head if rig.ceilings_s is None else rig.ceilings_s
+        previous, walls, head, model_s = _previous(opts, gpu)
+        start = {0: head if rig.ceilings_s is None else rig.ceilings_s}
+        if model_by is not None:
+            start[len(mine) - 1] = start.get(len(mine) - 1, 0.0) + model_s
         proposal = shard.assign(shard.costs({u: work[u] for u in todo}, Settings.quick() if opts.quick else Settings(),
-                                            previous, walls), len(mine), start={0: head})
+                                            previous, walls), len(mine), start=start)
     if replicate:
         mine_units = todo
     else:   # the leader's shards, the same on every rank of the model
@@ -189,6 +210,9 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         jr.append("ceilings", rows=r.ceil.to_dict("records"))
         jr.append("env", env=r.env)
     _measure(opts, groups, mine_units, work, r, rig, jr, me)
+    if model_by == me["rank"]:
+        t = time.perf_counter()
+        jr.append("model", rows=json.loads(rig.model().to_json(orient="records")), seconds=time.perf_counter() - t)
     now = [x for g, recs in _all((gpu, jr.records)) if g == gpu for x in recs]
     jr.close()
     rc = (0, True)
@@ -234,43 +258,18 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me):
         r.phases[f"measure {p}"] = r.phases.get(f"measure {p}", 0.0) + g.seconds
 
 
-def _got(picked: Picked, records: list, replicate: bool, order: list) -> tuple:
-    """(got for sweep.finish, every GPU's rows or None): with replicate, results.csv takes each
-    unit from the first GPU in `order` (rank order) that finished it."""
-    def dedupe(rows, key=None):   # the same Triton kernel compiled on several GPUs: its rows once
-        seen: set = set()
-        keys = [tuple(str(x.get(c)) for c in key) if key else json.dumps(x, sort_keys=True, default=str) for x in rows]
-        return [x for x, k in zip(rows, keys) if not (k in seen or seen.add(k))]
-    rows, every = [], None
-    if replicate:
-        every = [x for rs in picked.rows.values() for x in rs]
-        for k in {k for k, _ in picked.rows}:
-            have = [d for d in order if (k, d) in picked.rows]
-            best = next((d for d in have if (k, d) in picked.done), have[0])
-            rows += picked.rows[(k, best)]
-    else:
-        rows = [x for rs in picked.rows.values() for x in rs]
-    got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
-           "autotune": dedupe(picked.extras(records, "autotune"), AUTOTUNE_KEY),
-           "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
-    for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs and attempts
-        mine = got.setdefault("split", {}).setdefault(x["precision"], {})
-        mine.update({k: round(mine.get(k, 0.0) + v, 1) for k, v in x.items() if k != "precision"})
-    got["attempts"] = picked.attempts(records)
-    return got, every
-
-
-
 def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, folder) -> tuple:
     """(finish's exit status, whether every unit came): the leader's merge and write."""
     picked = pick(records, work, replicate)
     order = [m["device_uuid"] for m in mine] + sorted(set(picked.devices) - {m["device_uuid"] for m in mine})
-    got, every = _got(picked, records, replicate, order)
+    got, every = journal.gathered(picked, records, replicate, order, AUTOTUNE_KEY)
     r.env["devices"] = [{k: v for k, v in picked.devices[d].items() if k not in ("host", "sources")}
                         for d in order if d in picked.devices]   # no host names in the committed tables
     r.env["mode"] += "; one GPU, journaled" if not launch.under_torchrun() else \
         f"; {'replicated on' if replicate else 'sharded over'} {len(mine)} GPUs (torchrun)"
     r.env["missing"] = picked.lost(work, replicate, folder)   # written with --allow-partial only
+    if got.get("model_s") is not None:
+        r.phases["model"] = got["model_s"]   # where it ran: on one GPU, after the shard; else beside
     return finish(opts, groups, shapes, r, got, r.env["missing"], _replicas(every, opts, r) if replicate else None), \
         not r.env["missing"]
 
@@ -320,7 +319,7 @@ def salvage(opts: Options, replicate: bool = False) -> int:
         ceil = pd.DataFrame(next((x["rows"] for x in reversed(records) if x["t"] == "ceilings"), []))
         r = Ready(gdir.name, Settings.quick() if opts.quick else Settings(), env, None, folder, [], None, ceil, {},
                   time.perf_counter())
-        got, every = _got(picked, records, replicate, sorted(picked.devices))
+        got, every = journal.gathered(picked, records, replicate, sorted(picked.devices), AUTOTUNE_KEY)
         r.env["missing"] = problems
         part = replace(opts, no_ncu=True, model=False)
         with locked(opts.out()):

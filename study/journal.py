@@ -185,3 +185,33 @@ def pick(records: list, work: dict, replicate: bool = False) -> Picked:
         if full:
             out.done.add(key)
     return out
+
+
+def gathered(picked: Picked, records: list, replicate: bool, order: list, autotune_key: list) -> tuple:
+    """(got for sweep.finish, every GPU's rows or None): the rows picked, every attempt's
+    resources, autotune choices (one per autotune_key), crashes and time splits, the attempts,
+    the newest model group. With replicate, results.csv takes each unit from the first GPU in
+    `order` (rank order) that finished it."""
+    def dedupe(rows, key=None):   # the same Triton kernel compiled on several GPUs: its rows once
+        seen: set = set()
+        keys = [tuple(str(x.get(c)) for c in key) if key else json.dumps(x, sort_keys=True, default=str) for x in rows]
+        return [x for x, k in zip(rows, keys) if not (k in seen or seen.add(k))]
+    rows, every = [], None
+    if replicate:
+        every = [x for rs in picked.rows.values() for x in rs]
+        for k in {k for k, _ in picked.rows}:
+            have = [d for d in order if (k, d) in picked.rows]
+            best = next((d for d in have if (k, d) in picked.done), have[0])
+            rows += picked.rows[(k, best)]
+    else:
+        rows = [x for rs in picked.rows.values() for x in rs]
+    got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
+           "autotune": dedupe(picked.extras(records, "autotune"), autotune_key),
+           "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
+    for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs and attempts
+        mine = got.setdefault("split", {}).setdefault(x["precision"], {})
+        mine.update({k: round(mine.get(k, 0.0) + v, 1) for k, v in x.items() if k != "precision"})
+    got["attempts"] = picked.attempts(records)
+    for m in sorted((x for x in records if x["t"] == "model"), key=lambda x: -x["a"])[:1]:   # the newest
+        got["model"], got["model_s"] = m["rows"], m.get("seconds")
+    return got, every

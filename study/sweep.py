@@ -193,9 +193,11 @@ def _autotune_rows(gpu: str, triton_tuned: list) -> pd.DataFrame:
     return pd.concat([at, pd.DataFrame(triton_tuned)], ignore_index=True)
 
 
-def _model(opts: Options, old: Path, phases: dict) -> pd.DataFrame:
-    """The model group's rows (modelrun.py) in a full run; else (quick, filtered, --no-model) the
-    rows recorded before, if any."""
+def _model(opts: Options, old: Path, phases: dict, rows=None) -> pd.DataFrame:
+    """The model group's rows: `rows` if a journaled run (distrun.py) ran it, else modelrun.py in a
+    full run; else (quick, filtered, --no-model) the rows recorded before, if any."""
+    if rows is not None:
+        return pd.DataFrame(rows)
     if opts.model and not opts.quick and not opts.filters():
         from . import modelrun
         from .inmodel import ModelOptions
@@ -215,10 +217,8 @@ def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
 
 
 def run(opts: Options) -> int:
-    """Measure what opts selects on this GPU, in this process, unjournaled (the CLI's one-GPU
-    path is distrun.alone), and write its tables, figures and pages; 0 on success, 1 (nothing written) if rows or groups were lost against the plan, unless
-    opts.allow_partial (then 1 only if no row came back). ValueError for filters that match
-    nothing; atomic.Busy if another run holds the reports root."""
+    """Measure and write what opts selects, here and unjournaled (the CLI takes distrun.alone): 0, or 1 (nothing
+    written) for rows lost against the plan unless opts.allow_partial; ValueError, atomic.Busy as check, locked."""
     groups, shapes = check(opts)
     with locked(opts.out()):
         return _run(opts, groups, shapes)
@@ -318,7 +318,7 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     tuned = _autotune_rows(gpu, got["autotune"])
     if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
         tuned = merge(prev.autotune, tuned, AUTOTUNE_KEY)
-    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(opts, old, phases))
+    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(opts, old, phases, got.get("model")))
     if replicas is not None:
         data.replicas = replicas
     commit(data, root, [], phases=phases, t_all=r.t_all)   # its problems were said (and refused) above

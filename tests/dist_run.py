@@ -6,7 +6,7 @@ Everything of the multi-GPU run is the real code (process group, shards, journal
 merge, commit of the tables and pages) except what needs a GPU (distrun.Rig): the GPU's name
 and uuid come from CONFIG, the ceilings are one fixed row, and the work function times each
 kernel of a unit once on the CPU: the Triton stage under the interpreter, cuBLAS as torch.matmul.
-CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}}.
+CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}, "model"}.
 Each row carries the worker's pid, so the test can tell which attempt measured it.
 """
 from __future__ import annotations
@@ -79,7 +79,15 @@ def options() -> Options:
                    no_ncu=True, root=Path(CFG["root"]), model=False, allow_partial=CFG.get("allow_partial", False))
 
 
+def model_group():
+    """The model group's stand-in: one row that says which rank ran it."""
+    return pd.DataFrame([dict(gpu=CFG["gpus"][RANK], what="mlp_ms", family="torch", stage="cublas", size=16,
+                              value=0.1, unit="ms", note=f"rank {RANK}")])
+
+
 if __name__ == "__main__":
+    if CFG.get("model"):   # the model group as in a full run, over the small plan above
+        distrun.runs_model = lambda opts: True
     rig = distrun.Rig(gpu_name=lambda: CFG["gpus"][RANK], uuid=lambda: f"GPU-fake-{RANK}", ceilings=ceilings,
-                      work=cpu_work, ceilings_s=0.0)
+                      work=cpu_work, ceilings_s=0.0, model=model_group)
     sys.exit(distrun.rank_main(options(), replicate=CFG.get("replicate", False), rig=rig))

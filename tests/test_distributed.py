@@ -234,6 +234,17 @@ def test_lost_worker_keeps_its_rows_and_the_same_command_resumes(tmp_path, monke
     assert not (tmp_path / "journal" / "FAKE_GPU").exists(), "a written run removes its journals"
 
 
+def test_the_model_group_runs_on_the_last_gpu_beside_the_leader(tmp_path):
+    """A full run on two GPUs: the model group runs on rank 1 after its shard (so it overlaps
+    the leader's ncu and tables), is gathered through the journal, and the leader writes it."""
+    p = torchrun(tmp_path, "model", model=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    model = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "model.csv")
+    assert list(model["note"]) == ["rank 1"]
+    env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
+    assert "model" in env["phases_s"]
+
+
 def test_replicate_gives_every_gpus_rows_and_the_spread(tmp_path):
     p = torchrun(tmp_path, "rep", shapes=SHAPES[:3], replicate=True)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -341,6 +352,42 @@ def test_a_resumed_run_keeps_what_its_earlier_attempts_recorded(tmp_path, monkey
     assert [a["groups_s"] for a in env["attempts"]] == [{"fp32": 2.0}, {"tf32": 3.0}]
     assert all(a["gpu"].endswith("(GPU-fake-0)") and a["journaled_s"] >= 0 for a in env["attempts"])
     assert "The run was resumed" in pages._phases(env) and "fp32 2" in pages._phases(env)
+
+
+def test_a_resumed_full_run_keeps_its_model_group(tmp_path, monkeypatch):
+    """The model group ran, then the attempt died before writing (ncu, a time limit): the same
+    command writes the tables without running the model group again."""
+    monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
+    monkeypatch.setattr(distrun, "runs_model", lambda opts: True)
+    opts = Options(families=("cublas",), precisions=("fp32",), shapes=("16",), no_ncu=True, root=tmp_path / "r")
+    ran = []
+
+    def model():
+        ran.append(1)
+        return pd.DataFrame([dict(gpu="FAKE_GPU", what="mlp_ms", family="torch", stage="cublas", size=16,
+                                  value=0.1, unit="ms", note="")])
+
+    def work(precision, entries, shapes, settings, on_row=None, **kw):
+        g = runner.GroupResult(precision)
+        for s in shapes:
+            for e in entries:
+                on_row(result_row(e, s, ms_median=1.0, ms_q1=1.0, ms_q3=1.0, reps=1, rel_err=0.0, tol=1e-4,
+                                  status="ok", warmup_s=0.0), None)
+        return g
+    rig = distrun.Rig(gpu_name=lambda: "FAKE_GPU", uuid=lambda: "GPU-fake-0", work=work, ceilings_s=0.0, model=model,
+                      ceilings=lambda gpu, quick: pd.DataFrame([dict(gpu=gpu, name="fp32_fma_chain",
+                          source="measured", precision="fp32", value=1.0, unit="TFLOP/s", detail="test")]))
+    real = distrun.finish
+
+    def dies(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(distrun, "finish", dies)
+    with pytest.raises(KeyboardInterrupt):
+        distrun.alone(opts, rig=rig)
+    monkeypatch.setattr(distrun, "finish", real)
+    assert distrun.alone(opts, rig=rig) == 0
+    assert ran == [1], "the model group ran once"
+    assert len(pd.read_csv(tmp_path / "r" / "data" / "FAKE_GPU" / "model.csv")) == 1
 
 
 def test_one_gpu_cli_takes_the_journaled_path(monkeypatch, tmp_path):
