@@ -66,6 +66,7 @@ def test_no_missing_markers_in_table_cells(rendered):
             if line.startswith("|"):
                 cells = {c.strip() for c in line.strip().strip("|").split("|")}
                 assert not cells & BAD, f"{md.relative_to(rendered)}: {line[:200]}"
+                assert not re.search(r":\s*None\b", line), f"{md.relative_to(rendered)}: a 'None' inside {line[:200]}"
 
 
 def test_no_development_history_in_pages(rendered):
