@@ -39,6 +39,7 @@ from .sweep import AUTOTUNE_KEY, RESULT_KEY, Options, Ready, check, finish, prep
 TIMEOUT_S = float(os.environ.get("STUDY_DIST_TIMEOUT_S", 12 * 3600))   # the longest a rank waits for the others
 LEADER_HEAD_S = 30.0   # the leader's ceilings, when no earlier run says how long they took
 MODEL_S = 75.0         # the model group, when no earlier run says (H100 and H200, 2026-11-26: 71-74 s)
+NCU_S = 80.0           # the leader's Nsight Compute pass, likewise (76-77 s)
 
 
 @dataclass
@@ -140,15 +141,12 @@ def _me(rig: Rig) -> dict:
 
 
 def _previous(opts: Options, gpu: str) -> tuple:
-    """(the model's recorded results.csv or None, its groups' walls, seconds its ceilings and its
-    model group took)."""
+    """(the model's recorded results.csv or None, its groups' walls, its phases' seconds)."""
     d = results.data_dir(gpu, opts.out())
     if not (d / "results.csv").exists():
-        return None, {}, LEADER_HEAD_S, MODEL_S
+        return None, {}, {}
     old = results.load(d)
-    ph = old.environment.get("phases_s", {})
-    return old.results, shard.group_walls(old.environment), float(ph.get("ceilings", LEADER_HEAD_S)), \
-        float(ph.get("model", MODEL_S))
+    return old.results, shard.group_walls(old.environment), old.environment.get("phases_s", {})
 
 
 def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
@@ -179,10 +177,12 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     todo = [u for u in work if (u.key, dev if replicate else "") not in done]
     proposal = None
     if lead and not replicate:
-        previous, walls, head, model_s = _previous(opts, gpu)
-        start = {0: head if rig.ceilings_s is None else rig.ceilings_s}
-        if model_by is not None:
-            start[len(mine) - 1] = start.get(len(mine) - 1, 0.0) + model_s
+        previous, walls, ph = _previous(opts, gpu)   # the shards start after what else their GPU does:
+        start = {0: float(ph.get("ceilings", LEADER_HEAD_S)) if rig.ceilings_s is None else rig.ceilings_s}
+        if not opts.no_ncu and (opts.ncu or not opts.quick):   # the leader's ceilings and, after its shard, ncu
+            start[0] += float(ph.get("ncu", NCU_S))
+        if model_by is not None:   # the last GPU's model group
+            start[len(mine) - 1] = start.get(len(mine) - 1, 0.0) + float(ph.get("model", MODEL_S))
         proposal = shard.assign(shard.costs({u: work[u] for u in todo}, Settings.quick() if opts.quick else Settings(),
                                             previous, walls), len(mine), start=start)
     if replicate:

@@ -241,6 +241,8 @@ def test_the_model_group_runs_on_the_last_gpu_beside_the_leader(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     model = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "model.csv")
     assert list(model["note"]) == ["rank 1"]
+    res = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "results.csv")
+    assert set(res["device_uuid"]) == {"GPU-fake-0"}, "GPU 1 starts with the model's 75 s: the tiny units all fit GPU 0"
     env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
     assert "model" in env["phases_s"]
 
