@@ -168,17 +168,30 @@ class ClockSampler:
 
     def __init__(self, period_s: float = 0.1):
         self.period_s, self._stop = period_s, threading.Event()
-        self.samples: list = []  # (time.time(), SM MHz, board W or nan)
-        self._proc, self._thread, self.uuid = None, None, None
+        self.samples: list = []  # (time.time() of the sample, SM MHz, board W or nan)
+        self._proc, self._thread, self.uuid, self.power_field = None, None, None, None
+
+    @staticmethod
+    def _power_query(smi: str) -> str:
+        """power.draw.instant where this nvidia-smi knows it: plain power.draw is a one-second
+        average on recent drivers (Hopper, R535+), too slow for a shape's sub-second rounds (the
+        8192^3 16-bit rows read ~380 W beside 690 W at 4096^3 in the runs of 2026-11-26)."""
+        try:
+            p = subprocess.run([smi, "--query-gpu=power.draw.instant", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True, timeout=20)
+            float(p.stdout.split()[0].strip(","))
+            return "power.draw.instant" if p.returncode == 0 else "power.draw"
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return "power.draw"
 
     def start(self):
         smi = shutil.which("nvidia-smi")
         if smi:
             # Every GPU's line, kept by UUID: nvidia-smi's index 0 (PCI order) need not be CUDA's
             # device 0 (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
-            self.uuid = cuda_uuid()
-            self._proc = subprocess.Popen(
-                [smi, "--query-gpu=uuid,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+            self.uuid, self.power_field = cuda_uuid(), self._power_query(smi)
+            self._proc = subprocess.Popen(   # timestamp: when nvidia-smi sampled, not when its line came
+                [smi, f"--query-gpu=uuid,clocks.sm,{self.power_field},timestamp", "--format=csv,noheader,nounits",
                  "-lms", str(int(self.period_s * 1000))], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self._thread = threading.Thread(target=self._read_smi, daemon=True)
         else:
@@ -206,7 +219,7 @@ class ClockSampler:
                 watts = float(parts[2])
             except (IndexError, ValueError):  # "[N/A]" on boards that do not report power
                 watts = math.nan
-            self.samples.append((time.time(), mhz, watts))
+            self.samples.append((_stamp(parts[3] if len(parts) > 3 else ""), mhz, watts))
 
     def _poll_torch(self):
         import torch
@@ -243,5 +256,14 @@ class ClockSampler:
         vals = [mhz for _, mhz, _ in self.samples]
         if not vals:
             return {"sm_clock_samples": 0}
-        return {"sm_clock_samples": len(vals), "sm_clock_min_mhz": min(vals),
+        return {"sm_clock_samples": len(vals), "power_field": self.power_field, "sm_clock_min_mhz": min(vals),
                 "sm_clock_median_mhz": statistics.median(vals), "sm_clock_max_mhz_seen": max(vals)}
+
+
+def _stamp(text: str) -> float:
+    """nvidia-smi's timestamp ("2026/11/26 01:29:55.123", local time) as time.time(); now if absent
+    or unreadable."""
+    try:
+        return datetime.datetime.strptime(text.strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+    except ValueError:
+        return time.time()

@@ -51,7 +51,7 @@ def title(data: Data) -> str:
 
 def _env_table(env: dict) -> str:
     keys = ["gpu_full_name", "compute_capability", "sms", "l2_mib", "memory_gib", "driver", "cuda_torch", "nvcc",
-            "torch", "triton", "python", "git_commit", "git_dirty", "sources_sha1", "date_utc", "power_limit_w", "sm_clock_max_mhz",
+            "torch", "triton", "python", "git_commit", "git_dirty", "sources_sha1", "date_utc", "power_limit_w", "power_field", "sm_clock_max_mhz",
             "sm_clock_min_mhz", "sm_clock_median_mhz", "sm_clock_max_mhz_seen", "mode", "wall_s"]
     return table(pd.DataFrame([{"key": k, "value": env[k]} for k in keys if k in env]))
 
@@ -259,7 +259,9 @@ METHOD = """\
   nearest aligned size.
 - Clocks are not locked: the GPU sets its SM clock from its power draw. Interleaved, the kernels
   of a shape run near the clock their mix sets: `sm_mhz` and `power_w` are the medians of
-  nvidia-smi samples (every 0.1 s) taken during the shape's timed rounds, shown above each ladder
+  nvidia-smi samples (every 0.1 s, by nvidia-smi's own timestamps; power is the instantaneous
+  reading where the driver has one, `power_field` in the environment table: the plain reading is
+  a one-second average) taken during the shape's timed rounds, shown above each ladder
   table. A kernel timed alone settles at its own clock, higher when it draws less power, so its
   share of cuBLAS measured alone can differ by several points (the CUDA s11 header records a
   case).

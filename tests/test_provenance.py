@@ -188,12 +188,43 @@ def test_clock_sampler_reads_the_measured_gpu(monkeypatch):
         return procs[-1]
     monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
     monkeypatch.setattr(environment.subprocess, "Popen", popen)
+    monkeypatch.setattr(environment.ClockSampler, "_power_query", staticmethod(lambda smi: "power.draw"))
     clock = environment.ClockSampler().start()
     clock._thread.join(timeout=10)
     assert [m for _, m, _ in clock.samples] == [1980.0, 1979.0, 1978.0]
     assert clock.latest()["power_w"] == 650.0
     assert "-i" not in procs[0].cmd
     assert clock.stop()["sm_clock_median_mhz"] == 1979.0
+
+
+def test_clock_samples_take_nvidia_smis_time_and_instant_power(monkeypatch):
+    """Each sample is stamped with nvidia-smi's own timestamp (a line can reach us late), and the
+    power field is the instantaneous one where the driver has it (plain power.draw is a one-second
+    average on recent drivers: 8192^3 rounds of ~0.6 s read ~380 W beside 690 W at 4096^3)."""
+    fake_gpu(monkeypatch)
+    procs = []
+
+    def popen(cmd, **kw):
+        procs.append(FakeProc(cmd, lines=f"GPU-{UUID}, 1755, 697.5, 2026/11/26 01:29:55.250\n"
+                                         f"GPU-{UUID}, 1740, 699.0, not a time\n", **kw))
+        return procs[-1]
+
+    class Probe:
+        def __init__(self, rc, out):
+            self.returncode, self.stdout = rc, out
+    monkeypatch.setattr(environment.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(environment.subprocess, "Popen", popen)
+    monkeypatch.setattr(environment.subprocess, "run", lambda cmd, **kw: Probe(0, "512.34\n"))
+    clock = environment.ClockSampler().start()
+    clock._thread.join(timeout=10)
+    assert "--query-gpu=uuid,clocks.sm,power.draw.instant,timestamp" in procs[0].cmd
+    import datetime
+    assert clock.samples[0] == (datetime.datetime(2026, 11, 26, 1, 29, 55, 250000).timestamp(), 1755.0, 697.5)
+    assert abs(clock.samples[1][0] - environment.time.time()) < 60, "an unreadable stamp: the time it came"
+    assert clock.stop()["power_field"] == "power.draw.instant"
+    for probe in (Probe(6, "Field \"power.draw.instant\" is not a valid field to query.\n"), Probe(0, "[N/A]\n")):
+        monkeypatch.setattr(environment.subprocess, "run", lambda cmd, probe=probe, **kw: probe)
+        assert environment.ClockSampler._power_query("/usr/bin/nvidia-smi") == "power.draw"
 
 
 def test_autotune_saves_nothing_from_a_dead_context(tmp_path, monkeypatch):
