@@ -160,3 +160,18 @@ def test_ladder_y_limit_is_above_the_cublas_line(rendered, tmp_path):
                 continue
             lo, hi = figures.ladder(res, prec, 4096, tmp_path / f"{d.name}_{prec}.png")
             assert hi >= 1.1 * cb["tflops"].max(), (d.name, prec, hi)
+
+
+def test_the_power_finding_says_when_its_readings_are_one_second_averages():
+    import pandas as pd
+
+    from study import overview
+    from study.results import Data
+
+    res = pd.DataFrame([dict(dtype=overview.POWER_PREC, M=overview.POWER_N, N=overview.POWER_N, K=overview.POWER_N,
+                             kind="stage", power_w=w, sm_mhz=1725.0) for w in (370.0, 380.0)])
+    env = {"power_limit_w": "700.00", "sm_clock_max_mhz": "1980"}
+    averaged = overview.power(Data("NVIDIA_H200", res, environment=env))
+    instant = overview.power(Data("NVIDIA_H200", res, environment=dict(env, power_field="power.draw.instant")))
+    assert "median 375 W (nvidia-smi's one-second average" in averaged
+    assert "median 375 W of the 700 W power limit" in instant
