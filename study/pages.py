@@ -175,7 +175,10 @@ def environment_page(data: Data) -> str:
     if figures_compare.has_power(data):
         out.append("\n### Power and clock\n\nLarge shapes of each tensor-core precision: TFLOP/s against board power "
                    "and SM clock (medians over the shape's interleaved rounds, shared by its kernels), and energy per "
-                   f"PFLOP by kernel.\n\n![power and clock]({fig}/{figures_compare.POWER_NAME})\n")
+                   "PFLOP by kernel." + ("" if env.get("power_field") == "power.draw.instant" else
+                   " This run read nvidia-smi's power.draw, a one-second average: rounds shorter than that (8192^3 "
+                   "takes ~0.6 s) also average in the lighter steps before them, so power and energy read low there.")
+                   + f"\n\n![power and clock]({fig}/{figures_compare.POWER_NAME})\n")
     out.append(f"\n### Accuracy\n\n![error vs K]({fig}/error_vs_k.png)\n")
     if len(data.resources):
         out.append("\n### Resources (per stage: largest over its kernels)\n\n" + table(summary(data.resources)))
