@@ -54,24 +54,12 @@ class Rig:
     model: Callable | None = None      # () -> the model group's frame (modelrun.run_group)
 
     def __post_init__(self):
-        from . import device, environment, runner
+        from . import device, environment, modelrun, runner
 
         self.gpu_name = self.gpu_name or device.gpu_name
         self.uuid = self.uuid or environment.cuda_uuid
         self.work = self.work or runner.run_group
-        self.model = self.model or _model_group
-
-
-def runs_model(opts: Options) -> bool:
-    return opts.model and not (opts.quick or opts.filters())   # a full run (sweep._model's rule)
-
-
-def _model_group() -> pd.DataFrame:
-    from . import modelrun
-    from .inmodel import ModelOptions
-
-    say("the kernels in a model: training, inference, MLP block, host overhead (modelrun.py)")
-    return modelrun.run_group(ModelOptions())
+        self.model = self.model or modelrun.run_group
 
 
 def fingerprint(opts: Options, groups: dict, shapes: list, gpu: str, replicate: bool) -> str:
@@ -173,13 +161,13 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     done = pick(prior, work, replicate).done
     # the model group (a full run): the model's last GPU runs it after its shard, so that with
     # several GPUs it overlaps the leader's ncu and tables; journaled, so a resumed run keeps it
-    model_by = mine[-1]["rank"] if runs_model(opts) and not any(r["t"] == "model" for r in prior) else None
+    model_by = mine[-1]["rank"] if opts.runs_model() and not any(r["t"] == "model" for r in prior) else None
     todo = [u for u in work if (u.key, dev if replicate else "") not in done]
     proposal = None
     if lead and not replicate:
         previous, walls, ph = _previous(opts, gpu)   # the shards start after what else their GPU does:
         start = {0: float(ph.get("ceilings", LEADER_HEAD_S)) if rig.ceilings_s is None else rig.ceilings_s}
-        if not opts.no_ncu and (opts.ncu or not opts.quick):   # the leader's ceilings and, after its shard, ncu
+        if opts.runs_ncu():   # the leader's ceilings and, after its shard, ncu
             start[0] += float(ph.get("ncu", NCU_S))
         if model_by is not None:   # the last GPU's model group
             start[len(mine) - 1] = start.get(len(mine) - 1, 0.0) + float(ph.get("model", MODEL_S))

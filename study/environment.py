@@ -160,6 +160,15 @@ def collect(settings=None) -> dict:
     return env
 
 
+INSTANT_POWER = "power.draw.instant"
+
+
+def power_averaged(env: dict) -> bool:
+    """Whether a run's power_w came from nvidia-smi's one-second average (every run before the
+    sampler asked for INSTANT_POWER, and boards without it)."""
+    return env.get("power_field") != INSTANT_POWER
+
+
 class ClockSampler:
     """Samples the SM clock and the board power every `period_s` in a thread: nvidia-smi (the GPU
     whose UUID is the measured CUDA device's), else the clock alone from torch.cuda.clock_rate.
@@ -177,10 +186,10 @@ class ClockSampler:
         average on recent drivers (Hopper, R535+), too slow for a shape's sub-second rounds (the
         8192^3 16-bit rows read ~380 W beside 690 W at 4096^3 in the runs of 2026-11-26)."""
         try:
-            p = subprocess.run([smi, "--query-gpu=power.draw.instant", "--format=csv,noheader,nounits"],
+            p = subprocess.run([smi, f"--query-gpu={INSTANT_POWER}", "--format=csv,noheader,nounits"],
                                capture_output=True, text=True, timeout=20)
             float(p.stdout.split()[0].strip(","))
-            return "power.draw.instant" if p.returncode == 0 else "power.draw"
+            return INSTANT_POWER if p.returncode == 0 else "power.draw"
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             return "power.draw"
 

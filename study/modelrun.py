@@ -89,15 +89,18 @@ def child_main(spec_path) -> int:
     return run_child(json.loads(open(spec_path).read()), lambda ev: print(json.dumps(ev), flush=True))
 
 
-def run_group(opts: ModelOptions, stall_s: float = 900.0) -> "pd.DataFrame":  # noqa: F821
-    """Run the parts in child processes (stderr: the child's progress, passed through); a variant
-    the child dies in (or hangs in for stall_s) gets a failed row and the child restarts without
-    it. The rows, with the GPU's name, as a frame of COLUMNS."""
+def run_group(opts: ModelOptions | None = None, stall_s: float = 900.0) -> "pd.DataFrame":  # noqa: F821
+    """Run the parts (opts: ModelOptions(), a full run's, if None) in child processes (stderr: the
+    child's progress, passed through); a variant the child dies in (or hangs in for stall_s) gets
+    a failed row and the child restarts without it. The rows, with the GPU's name, as a frame of
+    COLUMNS."""
     import pandas as pd
 
     from . import device
     from .runner import _lines, child_env
 
+    opts = opts or ModelOptions()
+    say("training, inference, MLP block, host overhead (modelrun.py)")
     rows, skip, finished = [], [], []
     for _ in range(len(opts.variants()) + 1):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

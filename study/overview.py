@@ -16,6 +16,7 @@ import re
 import pandas as pd
 
 from . import decode, figures_compare, modelpage
+from .environment import power_averaged
 from .figures import figure_names
 from .pages import precisions, table, title
 from .plan import FAST_ACCUM, FP8_K_SWEEP_MN
@@ -176,7 +177,7 @@ def power(data: Data) -> str:
     top = pd.to_numeric(pd.Series([data.environment.get("sm_clock_max_mhz")]), errors="coerce").iloc[0]
     if not len(w) or not len(mhz) or pd.isna(limit) or pd.isna(top):
         return ""
-    avg = data.environment.get("power_field") != "power.draw.instant"   # a one-second average (environment.py)
+    avg = power_averaged(data.environment)
     return (f"At {POWER_N}^3 {POWER_PREC} on the {_short(data)} the stages' timed rounds draw a median {w.median():.0f} W "
             + ("(nvidia-smi's one-second average, which also spans the lighter steps before the rounds) " if avg else "")
             + f"of the {limit:.0f} W power limit, and the SM clock drops to a median {mhz.median():.0f} MHz of its "

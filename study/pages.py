@@ -21,6 +21,7 @@ from . import decode, figures_compare, modelpage, rooflines, spread
 from .plan import LAYOUT as LAYOUT_KIND
 from .plan import LAYOUT_SHAPES, RAGGED_MULTIPLE, SQUARES, is_ragged
 from .registry import LAYOUTS, PRECISIONS
+from .environment import power_averaged
 from .resources import summary
 from .results import Data
 from .tables import TABLE_SIZES, clock_note, findings_table, fmt, ladder_table, markdown, problems, ragged_table
@@ -175,9 +176,9 @@ def environment_page(data: Data) -> str:
     if figures_compare.has_power(data):
         out.append("\n### Power and clock\n\nLarge shapes of each tensor-core precision: TFLOP/s against board power "
                    "and SM clock (medians over the shape's interleaved rounds, shared by its kernels), and energy per "
-                   "PFLOP by kernel." + ("" if env.get("power_field") == "power.draw.instant" else
-                   " This run read nvidia-smi's power.draw, a one-second average: rounds shorter than that (8192^3 "
-                   "takes ~0.6 s) also average in the lighter steps before them, so power and energy read low there.")
+                   "PFLOP by kernel." + (" This run read nvidia-smi's power.draw, a one-second average: rounds shorter "
+                   "than that (8192^3 takes ~0.6 s) also average in the lighter steps before them, so power and "
+                   "energy read low there." if power_averaged(env) else "")
                    + f"\n\n![power and clock]({fig}/{figures_compare.POWER_NAME})\n")
     out.append(f"\n### Accuracy\n\n![error vs K]({fig}/error_vs_k.png)\n")
     if len(data.resources):

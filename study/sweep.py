@@ -1,14 +1,8 @@
-"""The measured study on this GPU, end to end: `python -m study reports` with a GPU.
-
-    plan -> build the CUDA stages -> ceilings -> each precision group in its child processes
-    (runner.py) -> Nsight Compute at one shape -> tidy tables (results.py) -> figures and pages
-    (report.py)
-
-`run(Options(...))` is the library entry; the CLI only parses flags into Options. A filtered
-run (families, stages, precisions or shapes) merges its rows into the tables already recorded.
-One run at a time holds the reports root's lock (atomic.locked); a run that lost rows against
-its plan, or a precision group, writes nothing unless allow_partial (publish.py).
-"""
+"""The measured study on this GPU, end to end: plan -> CUDA builds -> ceilings -> each precision
+group in child processes (runner.py) -> Nsight Compute at one shape -> tidy tables (results.py) ->
+figures and pages (report.py). `prepare` and `finish` serve the CLI's journaled path (distrun.alone)
+and `run`, unjournaled. A filtered run merges its rows into the tables already recorded; one run at a
+time holds the reports root's lock; a run that lost rows or a group writes nothing unless allow_partial."""
 from __future__ import annotations
 
 import os
@@ -53,6 +47,12 @@ class Options:
         return " ".join(f"--{k} {' '.join(map(str, v))}" for k, v in (
             ("families", self.families), ("stages", self.stages), ("precisions", self.precisions),
             ("shapes", self.shapes)) if v)
+
+    def runs_ncu(self) -> bool:   # Nsight Compute: not with --no-ncu, nor --quick without --ncu
+        return not self.no_ncu and (self.ncu or not self.quick)
+
+    def runs_model(self) -> bool:   # the model group: a full run only
+        return self.model and not (self.quick or self.filters())
 
     def out(self) -> Path:
         return Path(self.root) if self.root else results.reports_root(self.quick)
@@ -140,7 +140,7 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
 def _profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.DataFrame:
     """Nsight Compute at PROFILE_SIZE^3 over the kernels measured there; an empty frame (the
     roofline falls back to modelled traffic) if skipped or failed."""
-    if opts.no_ncu or (opts.quick and not opts.ncu):
+    if not opts.runs_ncu():
         say("ncu: skipped (" + ("--no-ncu" if opts.no_ncu else "--quick without --ncu")
             + "); roofline intensities are modelled")
         return pd.DataFrame()
@@ -198,13 +198,11 @@ def _model(opts: Options, old: Path, phases: dict, rows=None) -> pd.DataFrame:
     full run; else (quick, filtered, --no-model) the rows recorded before, if any."""
     if rows is not None:
         return pd.DataFrame(rows)
-    if opts.model and not opts.quick and not opts.filters():
+    if opts.runs_model():
         from . import modelrun
-        from .inmodel import ModelOptions
 
         t = time.perf_counter()
-        say("the kernels in a model: training, inference, MLP block, host overhead (modelrun.py)")
-        df = modelrun.run_group(ModelOptions())
+        df = modelrun.run_group()
         phases["model"] = time.perf_counter() - t
         return df
     return results.load(old).model if (old / "results.csv").exists() else pd.DataFrame()

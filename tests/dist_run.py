@@ -87,7 +87,7 @@ def model_group():
 
 if __name__ == "__main__":
     if CFG.get("model"):   # the model group as in a full run, over the small plan above
-        distrun.runs_model = lambda opts: True
+        Options.runs_model = lambda self: True
     rig = distrun.Rig(gpu_name=lambda: CFG["gpus"][RANK], uuid=lambda: f"GPU-fake-{RANK}", ceilings=ceilings,
                       work=cpu_work, ceilings_s=0.0, model=model_group)
     sys.exit(distrun.rank_main(options(), replicate=CFG.get("replicate", False), rig=rig))

@@ -360,7 +360,7 @@ def test_a_resumed_full_run_keeps_its_model_group(tmp_path, monkeypatch):
     """The model group ran, then the attempt died before writing (ncu, a time limit): the same
     command writes the tables without running the model group again."""
     monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
-    monkeypatch.setattr(distrun, "runs_model", lambda opts: True)
+    monkeypatch.setattr(Options, "runs_model", lambda self: True)
     opts = Options(families=("cublas",), precisions=("fp32",), shapes=("16",), no_ncu=True, root=tmp_path / "r")
     ran = []
 
