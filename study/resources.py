@@ -7,16 +7,20 @@ One row per GPU kernel function (a stage may have several: one per element type 
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import subprocess
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from . import build, device
-from .registry import Stage
+from .registry import STATE_ROOT, Stage
 
 # Opcodes counted per kernel: the instruction mix each stage claims in its header.
 SASS_KEYS = ("FFMA", "HMMA", "HGMMA", "QGMMA", "LDG128", "LDS128", "LDGSTS", "LDSM", "UTMALDG", "STS128", "BAR")
@@ -94,9 +98,47 @@ def _jit_functions(module):
     return seen
 
 
-def triton_stage(stage: Stage, module, precision: str = "") -> list:
-    """Resources of the kernels this process compiled for a Triton stage module."""
-    rows = []
+def sass_cache_dir() -> Path:
+    """SASS counts of Triton cubins already read, one JSON file per cubin's SHA-1 (the study's
+    build cache, as runner.triton_cache_dir): a precision group compiles tens of variants per
+    stage, and cuobjdump took ~0.5 s each on the H100 machine (fp16 at three shapes: 27.6 s for 57;
+    every child, GPU and run read them again)."""
+    return Path(os.environ.get("STUDY_CACHE_DIR", STATE_ROOT / "build")) / "sass"
+
+
+def sass_counts(cubin: bytes) -> dict:
+    """count_opcodes over every function of a cubin, from the cache when this cubin was read
+    before; {} when cuobjdump cannot read it."""
+    key = hashlib.sha1(cubin).hexdigest()
+    path = sass_cache_dir() / f"{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        try:
+            ops = sass_by_function(build.sass(Path(f.name)))
+        except (subprocess.CalledProcessError, FileNotFoundError):
+            return {}
+    counts = count_opcodes([op for v in ops.values() for op in v])
+    try:   # written whole, then renamed: a reader in another process never sees half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(counts))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return counts
+
+
+def triton_stage(stage: Stage, module, precision: str = "", jobs: int = 8) -> list:
+    """Resources of the kernels this process compiled for a Triton stage module; their SASS read
+    by `jobs` threads (cuobjdump runs outside the GIL), each cubin once (sass_counts)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    found = []
     for fn in _jit_functions(module):
         for dev_cache in getattr(fn, "device_caches", {}).values():
             kernels = dev_cache[0] if isinstance(dev_cache, tuple) else {}
@@ -105,30 +147,25 @@ def triton_stage(stage: Stage, module, precision: str = "") -> list:
                     k._init_handles()
                 except Exception:
                     pass
-                cubin = k.asm.get("cubin") if hasattr(k, "asm") else None
-                ops = {}
-                if cubin:
-                    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                        f.write(cubin)
-                        f.flush()
-                        try:
-                            ops = sass_by_function(build.sass(Path(f.name)))
-                        except (subprocess.CalledProcessError, FileNotFoundError):
-                            ops = {}
-                opcodes = [op for v in ops.values() for op in v]
-                md = k.metadata
-                rows.append({"family": "triton", "stage": stage.stem, "kernel": fn.__name__,
-                             "variant": f"{precision}#{i}" if precision else str(i),
-                             "registers": getattr(k, "n_regs", None), "shared_bytes": getattr(md, "shared", None),
-                             # Triton's n_spills is the kernel's local memory in 4-byte words
-                             # (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4): report bytes.
-                             "stack_bytes": None,
-                             "spill_bytes": None if getattr(k, "n_spills", None) is None else 4 * k.n_spills,
-                             "num_warps": getattr(md, "num_warps", None), "num_stages": getattr(md, "num_stages", None),
-                             # the JIT's specialisation key (argument types, 16-divisibility,
-                             # constexprs): which call compiled this variant
-                             "specialization": str(key)[:400],
-                             **count_opcodes(opcodes), "lines_of_code": stage.lines_of_code})
+                found.append((fn, i, key, k))
+    cubins = [k.asm.get("cubin") if hasattr(k, "asm") else None for _, _, _, k in found]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        counts = list(pool.map(lambda c: sass_counts(c) if c else {}, cubins))
+    rows = []
+    for (fn, i, key, k), sass in zip(found, counts):
+        md = k.metadata
+        rows.append({"family": "triton", "stage": stage.stem, "kernel": fn.__name__,
+                     "variant": f"{precision}#{i}" if precision else str(i),
+                     "registers": getattr(k, "n_regs", None), "shared_bytes": getattr(md, "shared", None),
+                     # Triton's n_spills is the kernel's local memory in 4-byte words
+                     # (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4): report bytes.
+                     "stack_bytes": None,
+                     "spill_bytes": None if getattr(k, "n_spills", None) is None else 4 * k.n_spills,
+                     "num_warps": getattr(md, "num_warps", None), "num_stages": getattr(md, "num_stages", None),
+                     # the JIT's specialisation key (argument types, 16-divisibility,
+                     # constexprs): which call compiled this variant
+                     "specialization": str(key)[:400],
+                     **(sass or count_opcodes([])), "lines_of_code": stage.lines_of_code})
     return rows
 
 

@@ -458,3 +458,30 @@ def test_resource_table_counts_fp8_wgmma():
 
     n = count_opcodes(["QGMMA.64x256x32.F32.E4M3.E4M3", "HGMMA.64x128x16.F32.BF16", "UTMALDG.2D", "FFMA"])
     assert "QGMMA" in SASS_KEYS and n["QGMMA"] == 1 and n["HGMMA"] == 1 and n["UTMALDG"] == 1
+
+
+def test_sass_counts_read_each_cubin_once(tmp_path, monkeypatch):
+    """A Triton cubin's SASS is read by cuobjdump once and then served from the cache keyed by its
+    bytes (every child, GPU and run used to read each again: ~0.5 s a variant); a different cubin
+    is read afresh, and one cuobjdump cannot read gives no counts rather than an exception."""
+    import subprocess
+
+    from study import build, resources
+
+    monkeypatch.setenv("STUDY_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake_sass(path):
+        data = path.read_bytes()
+        calls.append(data)
+        if data == b"broken":
+            raise subprocess.CalledProcessError(1, "cuobjdump")
+        return ("\tFunction : kern\n        /*0000*/                   HGMMA.64x128x16.F32.BF16 R0, gdesc[UR4], R0 ;\n"
+                "        /*0010*/                   FFMA R1, R2, R3, R4 ;\n")
+    monkeypatch.setattr(build, "sass", fake_sass)
+    first = resources.sass_counts(b"cubin-a")
+    assert first["HGMMA"] == 1 and first["FFMA"] == 1 and first["instructions"] == 2
+    assert resources.sass_counts(b"cubin-a") == first and len(calls) == 1
+    assert resources.sass_counts(b"cubin-b") == first and len(calls) == 2
+    assert resources.sass_counts(b"broken") == {} and not list(tmp_path.glob("sass/*.tmp"))
+    assert len(list((tmp_path / "sass").glob("*.json"))) == 2
