@@ -1,13 +1,14 @@
 """s15_fp8: FP8 e4m3 tl.dot over tensor descriptors, scales in the epilogue
 
-Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes), tl.dot(..., max_num_imprecise_acc=BLOCK_K):
-        each K block's wgmma sum is added into the fp32 accumulator; scales in the epilogue.
+Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, each wgmma chain spans two K
+        blocks and is then added into the fp32 accumulator; scales in the epilogue.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
-        chain. Triton 3.6's default on sm_90 (max_num_imprecise_acc = 2**30) chains over all of
-        K; capping it at BLOCK_K makes the compiler restart the chain per K block and fadd it
-        into the accumulator (fast_accum=True restores the default). Scales are one multiply
-        per element (per tensor) or a vector load per row / column.
-Expect: ~70% of cuBLAS FP8 promoted, ~100% with fast accumulation, at 4096^3 (H100 study)
+        chain. Triton 3.6 on sm_90 chains over all of K (fast_accum=True keeps that); two dots,
+        then one fp32 add, promote every 256 K elements (cuBLAS: 128; error +0.5%) at half the
+        adds of one chain per block (+5-7 points per row). Promoted calls take the flattened
+        loop: Triton 3.6's warp specialisation left outputs of the two-dot chain unwritten.
+        Scales: one multiply per element (per tensor), a vector load per row / column.
+Expect: ~75% of cuBLAS FP8 promoted, ~100% with fast accumulation, at 4096^3 (H100 study)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
@@ -40,12 +41,12 @@ def _config(bm, bn, bk, stages, warps):
 # the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256.
 WS_CONFIGS = [
     _config(128, 256, 128, 3, 4),   # 144 KiB ring + 64 KiB C: fast accumulation
-    _config(128, 128, 128, 4, 4),   # 128 KiB ring + 32 KiB C
+    _config(128, 128, 128, 3, 4),   # 96 KiB ring (x2 per iteration when promoted) + 32 KiB C
 ]
 # The flattened loop (C that TMA cannot store): 8 warps = 2 warpgroups of wgmma.
 FLAT_CONFIGS = [
     _config(128, 256, 128, 3, 8),
-    _config(128, 128, 128, 4, 8),
+    _config(128, 128, 128, 3, 8),
 ]
 
 
@@ -98,12 +99,19 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
 
         # --- loop over K: one TMA box of A and of B per step, e4m3 wgmma from smem ----------
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_steps):
-            a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
-            b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
-            if PROMOTE:   # a fresh wgmma chain per K block, added into acc in fp32
-                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-            else:         # one chain over all of K (Triton's sm_90 default)
+        if PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
+            for ki in range(0, k_steps, 2):
+                a0 = a_desc.load([off_m, ki * BLOCK_K])
+                b0 = b_desc.load([off_n, ki * BLOCK_K])
+                a1 = a_desc.load([off_m, (ki + 1) * BLOCK_K])
+                b1 = b_desc.load([off_n, (ki + 1) * BLOCK_K])
+                part = tl.dot(a0, b0.T)
+                part = tl.dot(a1, b1.T, part)
+                acc += part
+        else:
+            for ki in range(k_steps):
+                a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
+                b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
                 acc = tl.dot(a, b.T, acc)
 
         # --- epilogue: scales, alpha/beta in fp32, one rounding to C's dtype -----------------
@@ -165,7 +173,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
 
     s15_fp8_kernel[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
                          float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales and beta == 0,
+                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales and beta == 0 and fast_accum,
                          PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
     return c
 
