@@ -28,7 +28,7 @@ from typing import Callable
 
 import pandas as pd
 
-from . import journal, launch, prewarm, results, shard
+from . import claims, journal, launch, prewarm, results, shard
 from .atomic import Busy, locked
 from .journal import pick
 from .measure import Settings
@@ -173,17 +173,19 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
             start[len(mine) - 1] = start.get(len(mine) - 1, 0.0) + float(ph.get("model", MODEL_S))
         proposal = shard.assign(shard.costs({u: work[u] for u in todo}, Settings.quick() if opts.quick else Settings(),
                                             previous, walls), len(mine), start=start)
-    if replicate:
-        mine_units = todo
-    else:   # the leader's shards, the same on every rank of the model
-        mine_units = _all(proposal)[mine[0]["rank"]][[m["rank"] for m in mine].index(me["rank"])]
+    # the leader's shards, the same on every rank of the model: what each rank compiles ahead;
+    # with several GPUs the units go to whichever rank claims them first (claims.py)
+    proposal, stamp = _all((proposal, time.time()))[mine[0]["rank"]]
+    mine_units = todo if replicate else proposal[[m["rank"] for m in mine].index(me["rank"])]
+    shared = None if replicate or len(mine) < 2 else claims.spec(f"study/{folders[gpu].name}/{stamp:.6f}", dev)
     if prior and lead:
         say(f"{gpu}: resuming, {len(work) - len(todo) if not replicate else len(done)} unit(s) kept from an "
             f"earlier attempt ({folders[gpu]})")
-    say(f"{gpu} GPU {me['device_index']} ({dev}): {len(mine_units)} of {len(work)} units "
-        + ("(replicated)" if replicate else f"(sharded over {len(mine)} GPUs)" if len(team) > 1 else ""))
+    say(f"{gpu} GPU {me['device_index']} ({dev}): " + (f"{len(todo)} of {len(work)} units, each to the GPU that claims "
+        f"it first" if shared else f"{len(mine_units)} of {len(work)} units " + ("(replicated)" if replicate else
+                                   f"(sharded over {len(mine)} GPUs)" if len(team) > 1 else "")))
     jr = journal.Journal(folders[gpu], dev, time.time())
-    jr.append("assigned", device=me, units=[u.key for u in mine_units])
+    jr.append("assigned", device=me, units=[] if shared else [u.key for u in mine_units])
     if me["local_rank"] == 0 and not lead and any(e.family == "cuda" for es in groups.values() for e in es):
         from .sweep import _build
 
@@ -197,7 +199,7 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     if lead:
         jr.append("ceilings", rows=r.ceil.to_dict("records"))
         jr.append("env", env=r.env)
-    _measure(opts, groups, mine_units, work, r, rig, jr, me)
+    _measure(opts, groups, todo if shared else mine_units, work, r, rig, jr, me, shared, len(mine))
     if model_by == me["rank"]:
         t = time.perf_counter()
         jr.append("model", rows=json.loads(rig.model().to_json(orient="records")), seconds=time.perf_counter() - t)
@@ -220,10 +222,13 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     return rcs[gpu][0]
 
 
-def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me):
-    """This rank's units, one precision group at a time in the plan's order (runner.run_group)."""
+def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me, shared=None, ranks=1):
+    """This rank's units, one precision group at a time in the plan's order (runner.run_group);
+    shared: the claim settings when `units` are every rank's, each measured by its first claimant."""
     total, seen, t0 = sum(len(work[u]) for u in units), [0], time.perf_counter()
     where = f"node {me['node']} GPU {me['device_index']}"
+    if shared:   # this rank's share is known only at the end: progress against an even share
+        total = max(1, round(total / ranks))
 
     def on_row(row, window=None):
         row.update(r.clock.during(*window) if window else r.clock.latest())
@@ -232,10 +237,11 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me):
         seen[0] += 1
         if seen[0] == total or seen[0] % max(1, total // 10) == 0:
             el = time.perf_counter() - t0
-            say(f"{where}: {seen[0]}/{total} kernel-shapes, {el:.0f} s, ETA {el / seen[0] * max(0, total - seen[0]):.0f} s")
+            say(f"{where}: {seen[0]}/{'~' if shared else ''}{total} kernel-shapes, {el:.0f} s, "
+                f"ETA {el / seen[0] * max(0, total - seen[0]):.0f} s")
     for p, shapes_p in shard.by_precision(units, groups).items():
         g = rig.work(p, groups[p], shapes_p, r.settings, on_row=on_row, log_path=r.logs / f"bench_{p}_{me['rank']}.log",
-                     explicit_shapes=bool(opts.shapes))
+                     explicit_shapes=bool(opts.shapes), **({"claims": shared} if shared else {}))
         for c in g.crashes:
             say(f"CRASH on {where}: {c}")
         jr.append("resources", rows=g.resources)

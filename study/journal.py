@@ -116,6 +116,7 @@ class Picked:
     rows: dict = field(default_factory=dict)      # {(unit key, dev or ""): [rows]} chosen
     done: set = field(default_factory=set)        # {(unit key, dev or "")} complete
     assigned: dict = field(default_factory=dict)  # {unit key: {dev}} of the latest attempts
+    started: dict = field(default_factory=dict)   # {unit key: {dev}} with rows of it (claimed units)
     devices: dict = field(default_factory=dict)   # {dev: device info}
     latest: dict = field(default_factory=dict)    # {dev: latest attempt}
 
@@ -151,11 +152,14 @@ class Picked:
             by: dict = {}
             for u in work:
                 if (u.key, dev) not in self.done:
-                    for holder in ([dev] if replicate else sorted(self.assigned.get(u.key, ())) or ["no GPU"]):
+                    # claimed units (claims.py) are no rank's in advance: the one that began it
+                    holders = self.assigned.get(u.key, ()) or self.started.get(u.key, ())
+                    for holder in ([dev] if replicate else sorted(holders) or [""]):
                         by.setdefault(holder, []).append(u.name)
             for holder, names in by.items():
-                who = self.describe(holder) if holder in self.devices else holder
-                out.append(f"shard of {who}: {len(names)} unit(s) missing ({', '.join(names[:4])}"
+                who = f"shard of {self.describe(holder) if holder in self.devices else holder}" if holder \
+                    else "begun by no GPU"
+                out.append(f"{who}: {len(names)} unit(s) missing ({', '.join(names[:4])}"
                            f"{', ...' if len(names) > 4 else ''}); the rows that came are kept in {folder}: "
                            "the same command measures only what is missing")
         return out
@@ -174,6 +178,7 @@ def pick(records: list, work: dict, replicate: bool = False) -> Picked:
         if r["t"] == "row" and tuple(r["unit"]) in want:
             key = (tuple(r["unit"]), dev if replicate else "")
             groups.setdefault(key, {}).setdefault((a, dev), {})[label(r["row"])] = r["row"]
+            out.started.setdefault(key[0], set()).add(dev)
     for r in records:
         if r["t"] == "assigned" and r["a"] == out.latest[r["dev"]]:
             for u in r["units"]:

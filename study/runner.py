@@ -52,6 +52,7 @@ def run_child(spec: dict) -> int:
     import torch
 
     from .capture import triton_autotune, triton_resources
+    from .claims import Claimer
     from .harness import L2Flush
 
     def emit(event):
@@ -77,9 +78,10 @@ def run_child(spec: dict) -> int:
     emit({"event": "split", "s": {"child start-up (imports, CUDA context, kernels loaded)": time.perf_counter() - t_start}})
     done = []
     in_scope = group_shapes(precision, entries, shapes, spec.get("explicit_shapes", False))
+    claims = Claimer(spec.get("claims"))   # several GPUs: a shape is the first claimant's
     for i, shape in enumerate(shapes):
         here = [(e, c) for e, c in calls if shape in in_scope[e.label]]
-        if not here:
+        if not here or not claims.take(precision, shape.name):
             continue
         try:
             done += measure_shape(here, shape, precision, flush, settings, skip, emit,
@@ -170,12 +172,13 @@ def _lines(proc, stall_s: float):
 
 def run_group(precision: str, entries: list, shapes: list, settings: Settings, on_row=None,
               log_path: Path | None = None, max_restarts: int = 4, stall_s: float = 180.0,
-              explicit_shapes: bool = False) -> GroupResult:
+              explicit_shapes: bool = False, claims: dict | None = None) -> GroupResult:
     """Measure one precision group in child processes; a kernel that crashes the child (or hangs:
     no event for stall_s) is dropped and the child restarted at the shape where it happened.
     on_row(row, window): each row as it arrives, with (t0, t1) in time.time() of its shape's
     timed rounds, or None for a row that was not timed. explicit_shapes: the user named the
-    shapes, so every kernel runs at every one (else plan.group_shapes decides)."""
+    shapes, so every kernel runs at every one (else plan.group_shapes decides). claims: several
+    GPUs share `shapes`, each measuring those it claims first (claims.py)."""
     res = GroupResult(precision)
     t0 = time.perf_counter()
     skip: dict = {}
@@ -187,7 +190,7 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
         spec = {"precision": precision, "entries": [asdict(e) for e in entries],
                 "shapes": [asdict(s) for s in remaining], "settings": asdict(settings),
                 "skip": [[asdict(e), why] for e, why in skip.items()], "explicit_shapes": explicit_shapes,
-                "isolate": sorted(isolate)}
+                "isolate": sorted(isolate), "claims": claims}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(spec, f)
         env = child_env(PYTHONUNBUFFERED="1")

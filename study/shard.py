@@ -1,4 +1,7 @@
-"""The sweep's work split over GPUs: units, their cost, and shards that finish together.
+"""The sweep's work split over GPUs: units, their cost, and shards that would finish together.
+
+Several GPUs of one model measure their units as they claim them (claims.py); these shards say
+what each GPU compiles ahead (prewarm.py), so each Triton kernel-shape is compiled once.
 
 A unit is one precision group at one shape: every kernel the plan times there (cuBLAS and the
 stages, plan.group_shapes), so each row is timed beside its cuBLAS baseline on the same GPU and

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from study import distrun, measure, plan, runner  # noqa: E402
+from study import claims, distrun, measure, plan, runner  # noqa: E402
 from study.sweep import Options  # noqa: E402
 
 RANK = int(os.environ["RANK"])
@@ -45,8 +45,11 @@ def cpu_work(precision, entries, shapes, settings, on_row=None, log_path=None, e
     """runner.run_group's contract on the CPU: every kernel of each shape, rows as they come."""
     g = runner.GroupResult(precision)
     t0 = time.perf_counter()
+    taker = claims.Claimer(kw.get("claims"))   # as the real child: a shape another rank claimed is skipped
     for s in shapes:
         scope = plan.group_shapes(precision, entries, [s], explicit_shapes)
+        if not any(s in scope[e.label] for e in entries) or not taker.take(precision, s.name):
+            continue
         torch.manual_seed(s.M)
         a, b = torch.randn(s.M, s.K), torch.randn(s.K, s.N)
         ref = a.double() @ b.double()

@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -235,14 +236,16 @@ def test_lost_worker_keeps_its_rows_and_the_same_command_resumes(tmp_path, monke
 
 
 def test_the_model_group_runs_on_the_last_gpu_beside_the_leader(tmp_path):
-    """A full run on two GPUs: the model group runs on rank 1 after its shard (so it overlaps
-    the leader's ncu and tables), is gathered through the journal, and the leader writes it."""
+    """A full run on two GPUs: the model group runs on rank 1 after its units (so it overlaps
+    the leader's ncu and tables), is gathered through the journal, and the leader writes it;
+    every unit was claimed by one GPU and measured there alone."""
     p = torchrun(tmp_path, "model", model=True)
     assert p.returncode == 0, p.stderr[-3000:]
     model = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "model.csv")
     assert list(model["note"]) == ["rank 1"]
     res = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "results.csv")
-    assert set(res["device_uuid"]) == {"GPU-fake-0"}, "GPU 1 starts with the model's 75 s: the tiny units all fit GPU 0"
+    assert len(res) == len(SHAPES) * LABELS and not res.duplicated(["family", "M"]).any(), "each unit once"
+    assert (res.groupby("M")["device_uuid"].nunique() == 1).all(), "a stage beside its cuBLAS, on one GPU"
     env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
     assert "model" in env["phases_s"]
 
@@ -399,3 +402,24 @@ def test_one_gpu_cli_takes_the_journaled_path(monkeypatch, tmp_path):
     monkeypatch.setattr(distrun, "alone", lambda opts, fresh=False: seen.append((opts.precisions, fresh)) or 0)
     assert cli.main(["reports", "--precisions", "fp32", "--fresh", "--out", str(tmp_path)]) == 0
     assert seen == [(("fp32",), True)]
+
+
+def test_a_unit_goes_to_its_first_claimant_and_back_to_it_after_a_restart(monkeypatch):
+    """claims.py over a real TCPStore: the first rank to ask gets the shape, another rank is refused,
+    the owner asking again (its child restarted) gets it back; keys are per precision; without
+    torchrun's store (one GPU) every shape is taken."""
+    import torch.distributed as dist
+
+    from study import claims
+
+    server = dist.TCPStore("127.0.0.1", 0, 1, True, timedelta(seconds=10), wait_for_workers=False)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(server.port))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    a, b = (claims.Claimer(claims.spec("study/plan/1", f"GPU-{x}")) for x in "ab")
+    assert a.take("fp16", "4096^3") and not b.take("fp16", "4096^3") and a.take("fp16", "4096^3")
+    assert b.take("bf16", "4096^3") and not a.take("bf16", "4096^3")
+    other_attempt = claims.Claimer(claims.spec("study/plan/2", "GPU-b"))
+    assert other_attempt.take("fp16", "4096^3"), "a new attempt claims afresh"
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert claims.spec("study/plan/1", "GPU-a") is None and claims.Claimer(None).take("fp16", "x")
