@@ -177,10 +177,12 @@ def power(data: Data) -> str:
     top = pd.to_numeric(pd.Series([data.environment.get("sm_clock_max_mhz")]), errors="coerce").iloc[0]
     if not len(w) or not len(mhz) or pd.isna(limit) or pd.isna(top):
         return ""
-    avg = power_averaged(data.environment)
+    avg, over = power_averaged(data.environment), w.median() > limit
     return (f"At {POWER_N}^3 {POWER_PREC} on the {_short(data)} the stages' timed rounds draw a median {w.median():.0f} W "
-            + ("(nvidia-smi's one-second average, which also spans the lighter steps before the rounds) " if avg else "")
-            + f"of the {limit:.0f} W power limit, and the SM clock drops to a median {mhz.median():.0f} MHz of its "
+            + ("(nvidia-smi's one-second average, which also spans the lighter steps before the rounds) " if avg else
+               "(instantaneous readings, which may pass the limit: the board holds it on average) " if over else "")
+            + f"{'against' if over else 'of'} the {limit:.0f} W power limit, and the SM clock drops to a median "
+            f"{mhz.median():.0f} MHz of its "
             f"{top:.0f} MHz maximum ({_page(data, POWER_PREC, POWER_PREC + ' ladder, clock line')}).")
 
 

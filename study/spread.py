@@ -43,10 +43,14 @@ def page(data, table=markdown) -> str:
     """reports/<gpu>/spread.md of a run with replicas (results.Data); table renders a frame."""
     rep = data.replicas
     sp = spread_table(rep)
-    lines = [f"# GPU-to-GPU spread: {data.environment.get('gpu_full_name', data.gpu)}", "",
-             f"The same kernel-shapes timed on each of {len(devices(rep))} GPUs (`python -m study reports "
-             "--replicate`); % of cuBLAS is each GPU's kernel against that GPU's cuBLAS. Every size and "
-             f"kernel: `data/{data.gpu}/replicas.csv`.", "", table(devices(rep)), ""]
+    env = data.environment
+    cmd = "python -m study reports" + (" --quick" if str(env.get("mode", "")).startswith("quick") else "") + " --replicate"
+    when = f" of {env['date_utc']}" + (f", commit {str(env['git_commit'])[:12]}" if env.get("git_commit") else "") \
+        if env.get("date_utc") else ""
+    lines = [f"# GPU-to-GPU spread: {env.get('gpu_full_name', data.gpu)}", "",
+             f"The same kernel-shapes timed on each of {len(devices(rep))} GPUs (`{cmd}`, run{when}); % of cuBLAS "
+             f"is each GPU's kernel against that GPU's cuBLAS. Every size and kernel: `data/{data.gpu}/replicas.csv`.",
+             "", table(devices(rep)), ""]
     for prec in dict.fromkeys(sp["dtype"]):
         at = sp[(sp["dtype"] == prec) & (sp["M"] == sp["N"]) & (sp["N"] == sp["K"]) & sp["M"].isin(TABLE_SIZES)]
         if at.empty:

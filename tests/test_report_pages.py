@@ -175,3 +175,19 @@ def test_the_power_finding_says_when_its_readings_are_one_second_averages():
     instant = overview.power(Data("NVIDIA_H200", res, environment=dict(env, power_field="power.draw.instant")))
     assert "median 375 W (nvidia-smi's one-second average" in averaged
     assert "median 375 W of the 700 W power limit" in instant
+
+
+def test_the_power_finding_explains_instantaneous_readings_above_the_limit():
+    """H200, 2026-11-26: power.draw.instant read a median 728 W at 8192^3 bf16 against the 700 W
+    limit; the sentence must not read as a board drawing more than its limit."""
+    import pandas as pd
+
+    from study import overview
+    from study.results import Data
+
+    res = pd.DataFrame([dict(dtype=overview.POWER_PREC, M=overview.POWER_N, N=overview.POWER_N, K=overview.POWER_N,
+                             kind="stage", power_w=w, sm_mhz=1725.0) for w in (720.0, 736.0)])
+    env = {"power_limit_w": "700.00", "sm_clock_max_mhz": "1980", "power_field": "power.draw.instant"}
+    text = overview.power(Data("NVIDIA_H200", res, environment=env))
+    assert "median 728 W (instantaneous readings, which may pass the limit: the board holds it on average) " \
+           "against the 700 W power limit" in text
