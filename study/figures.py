@@ -230,21 +230,30 @@ def figure_names(data: Data) -> dict:
             "decode": [f"decode_{p}.png" for p in decode.precisions(data)]}
 
 
-def draw(data: Data, root: Path) -> list:
-    """Every figure of one run under root/figures/<gpu>/; the paths written."""
+def draw(data: Data, root: Path, part: str | None = None) -> list:
+    """Every figure of one run under root/figures/<gpu>/, or one part of them (parts()); the
+    paths written."""
     fig_dir = figures_dir(data.gpu, root)
     res = data.results
     out = []
-    for p in [p for p in PRECISIONS if p in set(res["dtype"])]:
+    for p in [p for p in PRECISIONS if p in set(res["dtype"]) and part in (None, p)]:
         for n in TABLE_SIZES:
             ladder(res, p, n, fig_dir / f"ladder_{p}_{n}.png")
             out.append(fig_dir / f"ladder_{p}_{n}.png")
         tflops_vs_size(res, p, fig_dir / f"size_{p}.png")
         out.append(fig_dir / f"size_{p}.png")
-    out += rooflines.draw(res, data.ceilings, fig_dir, data.gpu)
-    error_vs_k(res, fig_dir / "error_vs_k.png")
-    out.append(fig_dir / "error_vs_k.png")
-    for p in decode.precisions(data):
-        decode.figure(data, p, fig_dir / f"decode_{p}.png")
-        out.append(fig_dir / f"decode_{p}.png")
+    if part in (None, "rooflines"):
+        out += rooflines.draw(res, data.ceilings, fig_dir, data.gpu)
+    if part in (None, "other"):
+        error_vs_k(res, fig_dir / "error_vs_k.png")
+        out.append(fig_dir / "error_vs_k.png")
+        for p in decode.precisions(data):
+            decode.figure(data, p, fig_dir / f"decode_{p}.png")
+            out.append(fig_dir / f"decode_{p}.png")
     return out
+
+
+def parts(data: Data) -> list:
+    """draw()'s parts for one run, each drawable in its own process: a precision's ladders and
+    size figure, the rooflines, the rest."""
+    return [p for p in PRECISIONS if p in set(data.results["dtype"])] + ["rooflines", "other"]

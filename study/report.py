@@ -8,12 +8,13 @@ reports/data/, so `make reports` without a GPU redraws everything from the recor
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
-
 
 from . import figures_compare
 from .atomic import staging, swap_in, write_text
 from .figures import draw, figure_names  # noqa: F401  (figure_names: part of the read side's API)
+from .figures import parts as figure_parts
 from .overview import overview
 from .pages import METHOD, detail_pages  # noqa: F401  (METHOD: the method page's text)
 from .pages import write as write_pages
@@ -30,11 +31,28 @@ def pages(dirs: list, out: Path, gpus: list | None = None, figures: bool = True)
         dirs = [d for d in dirs if d.name in gpus] + [d for d in dirs if d.name not in gpus]
     datas = [load(d) for d in dirs]
     if figures:
-        for d in datas:
-            draw(d, out)
-        figures_compare.draw(datas, out)
+        _draw_all([(draw, d, out, part) for d in datas for part in figure_parts(d)]
+                  + [(figures_compare.draw, datas, out)])
     write_pages({"README.md": overview(datas), **detail_pages(datas)}, out)
     return datas
+
+
+def _draw_all(jobs: list, workers: int | None = None):
+    """Run (function, *args) figure jobs, in fresh processes where there are cores to spare (both
+    GPUs' figures took 19 s one after another, the serial tail of every run); an exception in a
+    job is raised here."""
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers < 3:
+        for fn, *args in jobs:
+            fn(*args)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    # spawn: a run's process holds a CUDA context and a clock-sampling thread, not safe to fork
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        for f in [pool.submit(fn, *args) for fn, *args in jobs]:
+            f.result()
 
 
 def page_parts(datas: list) -> list:

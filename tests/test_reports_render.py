@@ -29,6 +29,20 @@ def pages_text(root: Path) -> str:
     return "\n".join(p.read_text() for p in pages)
 
 
+def test_figures_drawn_in_processes_are_the_serial_ones(rendered, tmp_path):
+    """The figure parts drawn by a pool of fresh processes (report._draw_all, used where there are
+    cores to spare) give the very bytes the serial drawing gives, and every part is drawn."""
+    root, _ = rendered
+    (gpu_dir,) = report.recorded(root)
+    data = report.load(gpu_dir)
+    report._draw_all([(report.draw, data, tmp_path, part) for part in report.figure_parts(data)], workers=3)
+    made = sorted(p.relative_to(tmp_path) for p in (tmp_path / "figures").rglob("*.png"))
+    serial = tmp_path / "serial"
+    assert made and made == sorted(p.relative_to(serial) for p in report.draw(data, serial))
+    for rel in made:
+        assert (tmp_path / rel).read_bytes() == (root / rel).read_bytes(), rel
+
+
 def test_fixture_is_complete():
     (gpu_dir,) = report.recorded(FIXTURE)
     data = report.load(gpu_dir)
