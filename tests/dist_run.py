@@ -6,7 +6,8 @@ Everything of the multi-GPU run is the real code (process group, shards, journal
 merge, commit of the tables and pages) except what needs a GPU (distrun.Rig): the GPU's name
 and uuid come from CONFIG, the ceilings are one fixed row, and the work function times each
 kernel of a unit once on the CPU: the Triton stage under the interpreter, cuBLAS as torch.matmul.
-CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}, "model"}.
+CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}, "model",
+"slow": {"rank", "s": seconds per shape}}.
 Each row carries the worker's pid, so the test can tell which attempt measured it.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from study.sweep import Options  # noqa: E402
 RANK = int(os.environ["RANK"])
 CFG = json.loads(Path(sys.argv[1]).read_text())
 DIE = CFG.get("die") or {}
+SLOW = CFG.get("slow") or {}
 emitted = [0]
 
 
@@ -50,6 +52,8 @@ def cpu_work(precision, entries, shapes, settings, on_row=None, log_path=None, e
         scope = plan.group_shapes(precision, entries, [s], explicit_shapes)
         if not any(s in scope[e.label] for e in entries) or not taker.take(precision, s.name):
             continue
+        if SLOW.get("rank") == RANK:   # a slow GPU: the other claims what it has not reached
+            time.sleep(SLOW["s"])
         torch.manual_seed(s.M)
         a, b = torch.randn(s.M, s.K), torch.randn(s.K, s.N)
         ref = a.double() @ b.double()

@@ -250,6 +250,19 @@ def test_the_model_group_runs_on_the_last_gpu_beside_the_leader(tmp_path):
     assert "model" in env["phases_s"]
 
 
+def test_a_slow_gpu_measures_fewer_units_the_fast_one_takes_the_rest(tmp_path):
+    """Units go to whichever GPU claims them first: with rank 0 taking 2 s per unit, rank 1 measures
+    the units rank 0 has not reached (a fixed shard would have given each half and waited on the
+    slow one), and every unit is still measured once, beside its cuBLAS."""
+    p = torchrun(tmp_path, "slow", slow={"rank": 0, "s": 2.0})
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "results.csv")
+    assert len(res) == len(SHAPES) * LABELS and not res.duplicated(["family", "M"]).any()
+    units = res.groupby("device_uuid")["M"].nunique()
+    assert units.get("GPU-fake-0", 0) <= 2 and units["GPU-fake-1"] >= len(SHAPES) - 2, units.to_dict()
+    assert (res.groupby("M")["device_uuid"].nunique() == 1).all()
+
+
 def test_replicate_gives_every_gpus_rows_and_the_spread(tmp_path):
     p = torchrun(tmp_path, "rep", shapes=SHAPES[:3], replicate=True)
     assert p.returncode == 0, p.stderr[-3000:]
