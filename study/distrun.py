@@ -245,7 +245,8 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me, shared=None,
         for c in g.crashes:
             say(f"CRASH on {where}: {c}")
         jr.append("resources", rows=g.resources)
-        jr.append("autotune", rows=g.autotune)
+        jr.append("autotune", rows=[dict(a, device_uuid=me["device_uuid"]) for a in g.autotune] if ranks > 1
+                  else g.autotune)   # several GPUs: which one chose it (a --replicate run keeps each one's)
         jr.append("crashes", rows=[f"{c} [{where}]" for c in g.crashes])
         jr.append("split", rows=[{"precision": p, **g.split}], seconds=g.seconds)   # where its time went (runner.py)
         say(f"{where}: {g.where()}")

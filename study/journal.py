@@ -211,7 +211,7 @@ def gathered(picked: Picked, records: list, replicate: bool, order: list, autotu
     else:
         rows = [x for rs in picked.rows.values() for x in rs]
     got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
-           "autotune": dedupe(picked.extras(records, "autotune"), autotune_key),
+           "autotune": dedupe(picked.extras(records, "autotune"), autotune_key + (["device_uuid"] if replicate else [])),
            "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
     for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs and attempts
         mine = got.setdefault("split", {}).setdefault(x["precision"], {})

@@ -2,8 +2,9 @@
 
     spread_table(replicas)  per kernel-shape: how many GPUs timed it, min / median / max of % of
                             cuBLAS (each GPU against its own cuBLAS row) and of TFLOP/s
+    autotune_differences()  the shape classes whose autotuned configuration differs between GPUs
     page(data)              reports/<gpu>/spread.md: the devices, then the table per precision at
-                            the ladder sizes (tables.TABLE_SIZES)
+                            the ladder sizes (tables.TABLE_SIZES), then the autotune differences
 
 replicas.csv (results.Data.replicas) holds every GPU's rows; results.csv holds one GPU's (the
 first rank's), so the ladder tables and figures stay one row per kernel-shape.
@@ -32,6 +33,17 @@ def spread_table(replicas: pd.DataFrame) -> pd.DataFrame:
         tflops_max=("tflops", "max")).reset_index()
     out["tflops_spread_pct"] = 100.0 * (out["tflops_max"] / out["tflops_min"] - 1.0)
     return out[COLUMNS]
+
+
+def autotune_differences(autotune: pd.DataFrame) -> pd.DataFrame:
+    """Shape classes whose autotuned configuration differs between the GPUs of a --replicate run
+    (autotune.csv keeps each GPU's choice there): one row per GPU's choice."""
+    key = ["family", "stage", "precision", "shape_class"]
+    if autotune is None or autotune.empty or not {"device_uuid", "config", *key} <= set(autotune):
+        return pd.DataFrame(columns=key + ["device_uuid", "config"])
+    at = autotune.assign(config=autotune["config"].astype(str).str.replace(", maxnreg: None", "", regex=False))
+    differ = at.groupby(key)["config"].transform("nunique") > 1
+    return at.loc[differ, key + ["device_uuid", "config"]].sort_values(key + ["device_uuid"]).reset_index(drop=True)
 
 
 def devices(replicas: pd.DataFrame) -> pd.DataFrame:
@@ -64,4 +76,10 @@ def page(data, table=markdown) -> str:
             "TFLOP/s min / max": [f"{fmt(a, '.1f')} / {fmt(b, '.1f')}" for a, b in zip(at["tflops_min"], at["tflops_max"])],
             "spread": [f"{fmt(x, '.1f')}%" for x in at["tflops_spread_pct"]]})
         lines += [f"## {prec}", "", table(rows), ""]
-    return "\n".join(lines)
+    diff = autotune_differences(data.autotune)
+    lines += ["## Autotune choices that differ between the GPUs", "",
+              "Where the GPUs' children ended with different configurations (each tunes, or reads the "
+              "host's Triton autotune cache), a kernel's spread above is partly its configuration's:" if len(diff) else "Every autotuned kernel chose the same "
+              "configuration on every GPU." if "device_uuid" in data.autotune else
+              "This run did not record which GPU chose each configuration.", ""]
+    return "\n".join(lines + ([table(diff), ""] if len(diff) else []))

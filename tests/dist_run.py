@@ -72,6 +72,9 @@ def cpu_work(precision, entries, shapes, settings, on_row=None, log_path=None, e
             emitted[0] += 1
             if DIE.get("rank") == RANK and emitted[0] == DIE.get("after_rows"):
                 os.kill(os.getpid(), signal.SIGKILL)   # a lost worker: no clean-up of any kind
+        g.autotune.append({"family": "triton", "stage": "s03_register_tiling", "precision": precision,
+                           "shape_class": f"{s.M}x{s.N}x{s.K}", "ms": 0.1,   # rank 1 tunes M = 16 otherwise
+                           "config": f"BLOCK_M: {32 if RANK == 1 and s.M == 16 else 16}"})
     g.seconds = time.perf_counter() - t0
     return g
 

@@ -245,6 +245,8 @@ def test_the_model_group_runs_on_the_last_gpu_beside_the_leader(tmp_path):
     assert list(model["note"]) == ["rank 1"]
     res = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "results.csv")
     assert len(res) == len(SHAPES) * LABELS and not res.duplicated(["family", "M"]).any(), "each unit once"
+    tuned = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "autotune.csv")
+    assert len(tuned) == len(SHAPES) and tuned["device_uuid"].notna().all(), "one choice per shape, and whose"
     assert (res.groupby("M")["device_uuid"].nunique() == 1).all(), "a stage beside its cuBLAS, on one GPU"
     env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
     assert "model" in env["phases_s"]
@@ -272,7 +274,13 @@ def test_replicate_gives_every_gpus_rows_and_the_spread(tmp_path):
     assert len(rep) == 2 * len(res) and set(rep["device_uuid"]) == {"GPU-fake-0", "GPU-fake-1"}
     assert (rep.loc[rep["family"] == "cublas", "pct_cublas"] == 100).all(), "each GPU against its own cuBLAS"
     assert (spread.spread_table(rep)["gpus"] == 2).all()
-    assert "GPU-fake-1" in (tmp_path / "reports" / "FAKE_GPU" / "spread.md").read_text()
+    page = (tmp_path / "reports" / "FAKE_GPU" / "spread.md").read_text()
+    assert "GPU-fake-1" in page
+    tuned = pd.read_csv(data / "autotune.csv")   # each GPU's choice kept; the page names where they differ
+    assert len(tuned) == 2 * 3 and set(tuned["device_uuid"]) == {"GPU-fake-0", "GPU-fake-1"}
+    diff = spread.autotune_differences(tuned)
+    assert set(diff["shape_class"]) == {"16x16x16"} and set(diff["config"]) == {"BLOCK_M: 16", "BLOCK_M: 32"}
+    assert "differ between the GPUs" in page and "BLOCK_M: 32" in page
 
 
 def test_two_gpu_models_write_their_own_tables_from_one_run(tmp_path):
