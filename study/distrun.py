@@ -38,8 +38,6 @@ from .sweep import AUTOTUNE_KEY, RESULT_KEY, Options, Ready, check, finish, prep
 
 TIMEOUT_S = float(os.environ.get("STUDY_DIST_TIMEOUT_S", 12 * 3600))   # the longest a rank waits for the others
 LEADER_HEAD_S = 30.0   # the leader's ceilings, when no earlier run says how long they took
-MODEL_S = 75.0         # the model group, when no earlier run says (H100 and H200, 2026-11-26: 71-74 s)
-NCU_S = 80.0           # the leader's Nsight Compute pass, likewise (76-77 s)
 
 
 @dataclass
@@ -165,12 +163,8 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     todo = [u for u in work if (u.key, dev if replicate else "") not in done]
     proposal = None
     if lead and not replicate:
-        previous, walls, ph = _previous(opts, gpu)   # the shards start after what else their GPU does:
+        previous, walls, ph = _previous(opts, gpu)   # the leader's shard starts after its ceilings
         start = {0: float(ph.get("ceilings", LEADER_HEAD_S)) if rig.ceilings_s is None else rig.ceilings_s}
-        if opts.runs_ncu():   # the leader's ceilings and, after its shard, ncu
-            start[0] += float(ph.get("ncu", NCU_S))
-        if model_by is not None:   # the last GPU's model group
-            start[len(mine) - 1] = start.get(len(mine) - 1, 0.0) + float(ph.get("model", MODEL_S))
         proposal = shard.assign(shard.costs({u: work[u] for u in todo}, Settings.quick() if opts.quick else Settings(),
                                             previous, walls), len(mine), start=start)
     # the leader's shards, the same on every rank of the model: what each rank compiles ahead;

@@ -24,7 +24,8 @@ from .registry import LAYOUTS, PRECISIONS
 from .environment import power_averaged
 from .resources import summary
 from .results import Data
-from .tables import TABLE_SIZES, clock_note, findings_table, fmt, ladder_table, markdown, problems, ragged_table
+from .tables import (TABLE_SIZES, clock_note, config_text, findings_table, fmt, ladder_table, markdown, problems,
+                     ragged_table)
 
 MISSING = "-"
 LEGEND = f"\n{MISSING}: not measured or not applicable for this row.\n"
@@ -141,8 +142,8 @@ def autotune_page(data: Data) -> str:
     out = [f"# Autotune choices on {title(data)}\n", _nav(data)]
     if len(data.autotune):
         at = data.autotune.copy()
-        if "config" in at:   # Triton's config text names an unset register cap as "maxnreg: None"
-            at["config"] = at["config"].astype(str).str.replace(", maxnreg: None", "", regex=False)
+        if "config" in at:
+            at["config"] = config_text(at["config"])
         out.append("The configuration each autotuned stage chose per shape class, and its time (ms):\n\n" + table(at))
     else:
         out.append("This run recorded no autotune choices (no autotuned stage was measured).\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .tables import TABLE_SIZES, fmt, markdown
+from .tables import TABLE_SIZES, config_text, fmt, markdown
 
 KEY = ["dtype", "family", "stage", "kind", "layout", "scaling", "M", "N", "K"]
 COLUMNS = KEY + ["gpus", "pct_min", "pct_median", "pct_max", "tflops_min", "tflops_median", "tflops_max",
@@ -41,7 +41,7 @@ def autotune_differences(autotune: pd.DataFrame) -> pd.DataFrame:
     key = ["family", "stage", "precision", "shape_class"]
     if autotune is None or autotune.empty or not {"device_uuid", "config", *key} <= set(autotune):
         return pd.DataFrame(columns=key + ["device_uuid", "config"])
-    at = autotune.assign(config=autotune["config"].astype(str).str.replace(", maxnreg: None", "", regex=False))
+    at = autotune.assign(config=config_text(autotune["config"]))
     differ = at.groupby(key)["config"].transform("nunique") > 1
     return at.loc[differ, key + ["device_uuid", "config"]].sort_values(key + ["device_uuid"]).reset_index(drop=True)
 

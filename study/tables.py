@@ -32,6 +32,11 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def config_text(configs: pd.Series) -> pd.Series:
+    """Triton autotune configs as the pages show them: without the unset register cap ("maxnreg: None")."""
+    return configs.astype(str).str.replace(", maxnreg: None", "", regex=False)
+
+
 def fmt(x, spec=".1f", empty="-") -> str:
     try:
         return empty if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
