@@ -65,4 +65,3 @@ def relaunch(argv: list, nproc: int) -> int:
     env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.setdefault("OMP_NUM_THREADS", "1")   # torchrun's default, said here so it does not print a banner
     return subprocess.run(command(argv, nproc), env=env).returncode
-
