@@ -34,7 +34,7 @@ from .journal import pick
 from .measure import Settings
 from .publish import merge, schedule
 from .roofline import annotate
-from .sweep import AUTOTUNE_KEY, RESULT_KEY, Options, Ready, check, finish, prepare, say
+from .sweep import AUTOTUNE_KEY, PROFILE_SIZE, RESULT_KEY, Options, Ready, check, finish, ncu_profile, prepare, say
 
 TIMEOUT_S = float(os.environ.get("STUDY_DIST_TIMEOUT_S", 12 * 3600))   # the longest a rank waits for the others
 LEADER_HEAD_S = 30.0   # the leader's ceilings, when no earlier run says how long they took
@@ -50,6 +50,7 @@ class Rig:
     work: Callable | None = None       # runner.run_group's signature
     ceilings_s: float | None = None    # what the ceilings cost the leader (None: the last run's, or LEADER_HEAD_S)
     model: Callable | None = None      # () -> the model group's frame (modelrun.run_group)
+    profile: Callable | None = None    # (opts, groups, rows, gpu, logs) -> ncu frame (sweep.ncu_profile)
 
     def __post_init__(self):
         from . import device, environment, modelrun, runner
@@ -58,6 +59,7 @@ class Rig:
         self.uuid = self.uuid or environment.cuda_uuid
         self.work = self.work or runner.run_group
         self.model = self.model or modelrun.run_group
+        self.profile = self.profile or ncu_profile
 
 
 def fingerprint(opts: Options, groups: dict, shapes: list, gpu: str, replicate: bool) -> str:
@@ -194,6 +196,12 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         jr.append("ceilings", rows=r.ceil.to_dict("records"))
         jr.append("env", env=r.env)
     _measure(opts, groups, todo if shared else mine_units, work, r, rig, jr, me, shared, len(mine))
+    # ncu on the leader once every unit is measured, beside the model group; journaled as that is
+    at = [x for g, recs in _all((gpu, [x for x in jr.records if _at_profile(x)])) if g == gpu for x in recs]
+    if lead and opts.runs_ncu() and not any(x["t"] == "ncu" for x in prior):
+        t, rows = time.perf_counter(), pd.DataFrame([x["row"] for x in prior + at if _at_profile(x)])
+        prof = rig.profile(opts, groups, rows, gpu, r.logs)
+        jr.append("ncu", rows=json.loads(prof.to_json(orient="records") if len(prof) else "[]"), seconds=time.perf_counter() - t)
     if model_by == me["rank"]:
         t = time.perf_counter()
         jr.append("model", rows=json.loads(rig.model().to_json(orient="records")), seconds=time.perf_counter() - t)
@@ -245,6 +253,11 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me, shared=None,
         jr.append("split", rows=[{"precision": p, **g.split}], seconds=g.seconds)   # where its time went (runner.py)
         say(f"{where}: {g.where()}")
         r.phases[f"measure {p}"] = r.phases.get(f"measure {p}", 0.0) + g.seconds
+
+
+def _at_profile(rec: dict) -> bool:
+    """A journaled row at the shape Nsight Compute profiles (sweep.ncu_profile)."""
+    return rec["t"] == "row" and (rec["row"]["M"], rec["row"]["N"], rec["row"]["K"]) == (PROFILE_SIZE,) * 3
 
 
 def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, folder) -> tuple:

@@ -195,8 +195,8 @@ def pick(records: list, work: dict, replicate: bool = False) -> Picked:
 def gathered(picked: Picked, records: list, replicate: bool, order: list, autotune_key: list) -> tuple:
     """(got for sweep.finish, every GPU's rows or None): the rows picked, every attempt's
     resources, autotune choices (one per autotune_key), crashes and time splits, the attempts,
-    the newest model group. With replicate, results.csv takes each unit from the first GPU in
-    `order` (rank order) that finished it."""
+    the newest model group and Nsight Compute profile. With replicate, results.csv takes each
+    unit from the first GPU in `order` (rank order) that finished it."""
     def dedupe(rows, key=None):   # the same Triton kernel compiled on several GPUs: its rows once
         seen: set = set()
         keys = [tuple(str(x.get(c)) for c in key) if key else json.dumps(x, sort_keys=True, default=str) for x in rows]
@@ -219,4 +219,6 @@ def gathered(picked: Picked, records: list, replicate: bool, order: list, autotu
     got["attempts"] = picked.attempts(records)
     for m in sorted((x for x in records if x["t"] == "model"), key=lambda x: -x["a"])[:1]:   # the newest
         got["model"], got["model_s"] = m["rows"], m.get("seconds")
+    for m in sorted((x for x in records if x["t"] == "ncu"), key=lambda x: -x["a"])[:1]:
+        got["profile"], got["profile_s"] = m["rows"], m.get("seconds")
     return got, every

@@ -137,16 +137,16 @@ def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = Fal
     return got
 
 
-def _profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.DataFrame:
-    """Nsight Compute at PROFILE_SIZE^3 over the kernels measured there; an empty frame (the
-    roofline falls back to modelled traffic) if skipped or failed."""
+def ncu_profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.DataFrame:
+    """Nsight Compute at PROFILE_SIZE^3 over the kernels measured there (res: rows); an empty
+    frame (the roofline falls back to modelled traffic) if skipped or failed."""
     if not opts.runs_ncu():
         say("ncu: skipped (" + ("--no-ncu" if opts.no_ncu else "--quick without --ncu")
             + "); roofline intensities are modelled")
         return pd.DataFrame()
     shape = Shape(PROFILE_SIZE, PROFILE_SIZE, PROFILE_SIZE)
     at = res[(res["M"] == shape.M) & (res["N"] == shape.N) & (res["K"] == shape.K)
-             & res["status"].isin(["ok", "wrong"])]
+             & res["status"].isin(["ok", "wrong"])] if len(res) else pd.DataFrame(columns=RESULT_KEY)
     keep = set(zip(at["family"], at["stage"], at["dtype"], at["layout"], at["kind"]))
     # fp8: one profile per kernel (per-tensor scales, promoted): the profile's key has neither
     # scaling nor kind, and the other variants move the same bytes (their rows share it)
@@ -273,7 +273,7 @@ def _run(opts: Options, groups: dict, shapes: list) -> int:
 
 
 def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, problems=(), replicas=None) -> int:
-    """The measured rows (got: rows, resources, autotune, crashes) checked against the plan
+    """The measured rows (got: rows, resources, autotune, crashes; profile if journaled) checked against the plan
     (and `problems` the caller found), profiled, annotated, merged and committed. replicas: a
     --replicate run's rows of every GPU (distrun.py), annotated, for replicas.csv."""
     gpu, env, ceil, phases, logs, cuda_res = r.gpu, r.env, r.ceil, r.phases, r.logs, r.cuda_res
@@ -286,8 +286,8 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
         return 1
     res.insert(0, "gpu", gpu)
     t = time.perf_counter()
-    prof = _profile(opts, groups, res, gpu, logs)
-    phases["ncu"] = time.perf_counter() - t
+    prof = pd.DataFrame(got["profile"]) if "profile" in got else ncu_profile(opts, groups, res, gpu, logs)
+    phases["ncu"] = (got.get("profile_s") or 0.0) if "profile" in got else time.perf_counter() - t   # journaled
     t = time.perf_counter()
     res = annotate(res, ceil, prof if len(prof) else None)
     try:

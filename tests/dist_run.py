@@ -6,8 +6,8 @@ Everything of the multi-GPU run is the real code (process group, shards, journal
 merge, commit of the tables and pages) except what needs a GPU (distrun.Rig): the GPU's name
 and uuid come from CONFIG, the ceilings are one fixed row, and the work function times each
 kernel of a unit once on the CPU: the Triton stage under the interpreter, cuBLAS as torch.matmul.
-CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}, "model",
-"slow": {"rank", "s": seconds per shape}}.
+CONFIG: {"root", "shapes", "replicate", "gpus": [model per rank], "die": {"rank", "after_rows"}, "model"
+(the model group and ncu run), "tail_s" (what each takes), "slow": {"rank", "s": seconds per shape}}.
 Each row carries the worker's pid, so the test can tell which attempt measured it.
 """
 from __future__ import annotations
@@ -89,15 +89,28 @@ def options() -> Options:
                    no_ncu=True, root=Path(CFG["root"]), model=False, allow_partial=CFG.get("allow_partial", False))
 
 
+def _tail(what: str) -> tuple:
+    """A tail step's stand-in takes CFG["tail_s"] seconds: (its note: rank, start and end time)."""
+    t0 = time.time()
+    time.sleep(CFG.get("tail_s", 0.0))
+    return f"{what} rank {RANK} {t0:.3f} {time.time():.3f}"
+
+
 def model_group():
-    """The model group's stand-in: one row that says which rank ran it."""
+    """The model group's stand-in: one row that says which rank ran it, and when."""
     return pd.DataFrame([dict(gpu=CFG["gpus"][RANK], what="mlp_ms", family="torch", stage="cublas", size=16,
-                              value=0.1, unit="ms", note=f"rank {RANK}")])
+                              value=0.1, unit="ms", note=_tail("model"))])
+
+
+def ncu(opts, groups, rows, gpu, logs):
+    """Nsight Compute's stand-in: one profile row that says which rank ran it, and when."""
+    return pd.DataFrame([dict(gpu=gpu, family="cublas", stage="cublas", kind="gemm", dtype="fp32", layout="NN",
+                              scaling="", M=4096, N=4096, K=4096, dram_bytes=1.0, note=_tail("ncu"))])
 
 
 if __name__ == "__main__":
-    if CFG.get("model"):   # the model group as in a full run, over the small plan above
-        Options.runs_model = lambda self: True
+    if CFG.get("model"):   # the model group and ncu as in a full run, over the small plan above
+        Options.runs_model = Options.runs_ncu = lambda self: True
     rig = distrun.Rig(gpu_name=lambda: CFG["gpus"][RANK], uuid=lambda: f"GPU-fake-{RANK}", ceilings=ceilings,
-                      work=cpu_work, ceilings_s=0.0, model=model_group)
+                      work=cpu_work, ceilings_s=0.0, model=model_group, profile=ncu)
     sys.exit(distrun.rank_main(options(), replicate=CFG.get("replicate", False), rig=rig))

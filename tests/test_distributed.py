@@ -235,21 +235,26 @@ def test_lost_worker_keeps_its_rows_and_the_same_command_resumes(tmp_path, monke
     assert not (tmp_path / "journal" / "FAKE_GPU").exists(), "a written run removes its journals"
 
 
-def test_the_model_group_runs_on_the_last_gpu_beside_the_leader(tmp_path):
-    """A full run on two GPUs: the model group runs on rank 1 after its units (so it overlaps
-    the leader's ncu and tables), is gathered through the journal, and the leader writes it;
-    every unit was claimed by one GPU and measured there alone."""
-    p = torchrun(tmp_path, "model", model=True)
+def test_the_model_group_runs_on_the_last_gpu_beside_the_leaders_ncu(tmp_path):
+    """A full run on two GPUs: the model group runs on rank 1 after its units, at the same time
+    as Nsight Compute on the leader (each stood in for by a 3 s sleep); both are gathered through
+    the journal and the leader writes them; every unit was claimed by one GPU and measured there
+    alone."""
+    p = torchrun(tmp_path, "model", model=True, tail_s=3.0)
     assert p.returncode == 0, p.stderr[-3000:]
     model = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "model.csv")
-    assert list(model["note"]) == ["rank 1"]
+    prof = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "profile.csv")
+    m_rank, m0, m1 = model["note"].item().split()[2:]   # "model rank R start end"
+    p_rank, p0, p1 = prof["note"].item().split()[2:]
+    assert (m_rank, p_rank) == ("1", "0"), (model["note"].item(), prof["note"].item())
+    assert float(p0) < float(m1) and float(m0) < float(p1), "ncu and the model group overlap"
     res = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "results.csv")
     assert len(res) == len(SHAPES) * LABELS and not res.duplicated(["family", "M"]).any(), "each unit once"
     tuned = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "autotune.csv")
     assert len(tuned) == len(SHAPES) and tuned["device_uuid"].notna().all(), "one choice per shape, and whose"
     assert (res.groupby("M")["device_uuid"].nunique() == 1).all(), "a stage beside its cuBLAS, on one GPU"
     env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
-    assert "model" in env["phases_s"]
+    assert env["phases_s"]["model"] >= 3 and env["phases_s"]["ncu"] >= 3
 
 
 def test_a_slow_gpu_measures_fewer_units_the_fast_one_takes_the_rest(tmp_path):
@@ -380,11 +385,12 @@ def test_a_resumed_run_keeps_what_its_earlier_attempts_recorded(tmp_path, monkey
     assert "The run was resumed" in pages._phases(env) and "fp32 2" in pages._phases(env)
 
 
-def test_a_resumed_full_run_keeps_its_model_group(tmp_path, monkeypatch):
-    """The model group ran, then the attempt died before writing (ncu, a time limit): the same
-    command writes the tables without running the model group again."""
+def test_a_resumed_full_run_keeps_its_model_group_and_ncu(tmp_path, monkeypatch):
+    """Nsight Compute and the model group ran, then the attempt died before writing (a time
+    limit): the same command writes the tables without running either again."""
     monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
     monkeypatch.setattr(Options, "runs_model", lambda self: True)
+    monkeypatch.setattr(Options, "runs_ncu", lambda self: True)
     opts = Options(families=("cublas",), precisions=("fp32",), shapes=("16",), no_ncu=True, root=tmp_path / "r")
     ran = []
 
@@ -400,7 +406,12 @@ def test_a_resumed_full_run_keeps_its_model_group(tmp_path, monkeypatch):
                 on_row(result_row(e, s, ms_median=1.0, ms_q1=1.0, ms_q3=1.0, reps=1, rel_err=0.0, tol=1e-4,
                                   status="ok", warmup_s=0.0), None)
         return g
+    def ncu(opts, groups, rows, gpu, logs):
+        ran.append(2)
+        return pd.DataFrame([dict(gpu=gpu, family="cublas", stage="cublas", kind="gemm", dtype="fp32", layout="NN",
+                                  scaling="", M=4096, N=4096, K=4096, dram_bytes=1.0)])
     rig = distrun.Rig(gpu_name=lambda: "FAKE_GPU", uuid=lambda: "GPU-fake-0", work=work, ceilings_s=0.0, model=model,
+                      profile=ncu,
                       ceilings=lambda gpu, quick: pd.DataFrame([dict(gpu=gpu, name="fp32_fma_chain",
                           source="measured", precision="fp32", value=1.0, unit="TFLOP/s", detail="test")]))
     real = distrun.finish
@@ -412,8 +423,9 @@ def test_a_resumed_full_run_keeps_its_model_group(tmp_path, monkeypatch):
         distrun.alone(opts, rig=rig)
     monkeypatch.setattr(distrun, "finish", real)
     assert distrun.alone(opts, rig=rig) == 0
-    assert ran == [1], "the model group ran once"
+    assert ran == [2, 1], "ncu, then the model group, each once"
     assert len(pd.read_csv(tmp_path / "r" / "data" / "FAKE_GPU" / "model.csv")) == 1
+    assert len(pd.read_csv(tmp_path / "r" / "data" / "FAKE_GPU" / "profile.csv")) == 1
 
 
 def test_one_gpu_cli_takes_the_journaled_path(monkeypatch, tmp_path):
