@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from study.operands import TRANSPOSED
+from study.tritonepilogue import update_c_halves
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -280,12 +281,11 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
 
     # --- epilogue: 128-bit stores of C too; alpha/beta in fp32, one rounding to C's dtype
     # (no-op casts for fp32); beta == 0 never reads C (it may hold NaN) ----------------------
-    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-    mask_c = mask_m & mask_n
-    out = alpha * acc
-    if not BETA_ZERO:
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
-    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+    if BETA_ZERO:
+        c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
+        tl.store(c_ptrs, (alpha * acc).to(c_ptr.dtype.element_ty), mask=mask_m & mask_n)
+    else:
+        update_c_halves(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, VEC)
 
 
 def leading_dims(a, b, layout="NN"):

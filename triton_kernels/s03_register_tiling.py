@@ -16,6 +16,8 @@ Log:    docs/stages/s03_register_tiling.md
 import triton
 import triton.language as tl
 
+from study.tritonepilogue import update_c_halves
+
 BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (128 x 128 spills at 4 warps)
 BLOCK_K = 32   # K step: (128 + 64) * 32 * 4 B = 24 KB of tiles per step
@@ -56,13 +58,13 @@ def s03_register_tiling_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alph
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * ldb
 
-    # --- epilogue: C = alpha * acc (+ beta * C); beta == 0 never reads C -------------------
-    c_ptrs = c_ptr + offs_m[:, None] * ldc + offs_n[None, :]
-    mask_c = mask_m & mask_n
-    out = alpha * acc
-    if not BETA_ZERO:
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0)
-    tl.store(c_ptrs, out, mask=mask_c)
+    # --- epilogue: C = alpha * acc (+ beta * C, a quarter of the rows at a time: the whole
+    # tile of C beside the accumulators spilled); beta == 0 never reads C -------------------
+    if BETA_ZERO:
+        tl.store(c_ptr + offs_m[:, None] * ldc + offs_n[None, :], alpha * acc, mask=mask_m & mask_n)
+    else:
+        update_c_halves(c_ptr, alpha * acc, offs_m, offs_n, M, tl.full((BLOCK_N,), N, tl.int32), ldc, beta,
+                        BLOCK_M, BLOCK_N, 1)
 
 
 def matmul(a, b, c, alpha=1.0, beta=0.0):

@@ -17,6 +17,7 @@ Log:    docs/stages/s09_tf32_wmma.md
 import triton
 import triton.language as tl
 
+from study.tritonepilogue import update_c_halves
 from study.tritonlib import autotune_do_bench, autotune_prune, even_tiles, grouped_tile, tile_config
 
 
@@ -91,13 +92,12 @@ def s09_tf32_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, stride_bk, stride_bn
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * stride_bk
 
-    # --- epilogue: C = alpha * acc (+ beta * C) in fp32; beta == 0 never reads C ------------
-    c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-    mask_c = mask_m & mask_n
-    out = alpha * acc
-    if not BETA_ZERO:
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0)
-    tl.store(c_ptrs, out, mask=mask_c)
+    # --- epilogue: C = alpha * acc (+ beta * C, a quarter of the rows at a time) in fp32;
+    # beta == 0 never reads C ------------------------------------------------------------------
+    if BETA_ZERO:
+        tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], alpha * acc, mask=mask_m & mask_n)
+    else:
+        update_c_halves(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, VEC)
 
 
 def b_is_kmajor(b):

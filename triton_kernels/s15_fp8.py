@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from study.tritonepilogue import update_c_halves
 from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
@@ -135,11 +136,11 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
             if C_VEC > 1:
                 c_rows = tl.multiple_of(c_rows, C_VEC)
                 n_lim = tl.multiple_of(n_lim, C_VEC)
-            c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
-            mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
-            if not BETA_ZERO:
-                out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
-            tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+            if BETA_ZERO:
+                mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
+                tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], out.to(c_ptr.dtype.element_ty), mask=mask_c)
+            else:   # a quarter of the rows at a time (the whole tile of C spilled registers)
+                update_c_halves(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC)
 
 
 def _tma_stores_c(c):
