@@ -1,8 +1,9 @@
 """The measured study on this GPU, end to end: plan -> CUDA builds -> ceilings -> each precision
 group in child processes (runner.py) -> Nsight Compute at one shape -> tidy tables (results.py) ->
-figures and pages (report.py). `prepare` and `finish` serve the CLI's journaled path (distrun.alone)
-and `run`, unjournaled. A filtered run merges its rows into the tables already recorded; one run at a
-time holds the reports root's lock; a run that lost rows or a group writes nothing unless allow_partial."""
+figures and pages (report.py). `prepare` and `finish` serve distrun.py, which measures and journals
+(one GPU: distrun.alone, as the CLI). A filtered run merges its rows into the tables
+already recorded; one run at a time holds the reports root's lock; a run that lost rows or a
+group writes nothing unless allow_partial."""
 from __future__ import annotations
 
 import os
@@ -14,8 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, runner, tables
-from .atomic import locked
+from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, tables
 from .measure import Settings
 from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, select
 from .publish import commit, merge, missing, refuse, schedule
@@ -70,31 +70,6 @@ def say(msg: str):
     sys.stderr.flush()
 
 
-def _progress(total: int, desc: str):
-    """tqdm if installed, else a line every ~5% (the GPU machine has tqdm)."""
-    try:
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="kernel-shape", dynamic_ncols=True, file=sys.stderr)
-    except ImportError:
-        class Plain:
-            def __init__(self):
-                self.n, self.t0, self.desc = 0, time.perf_counter(), desc
-
-            def update(self, k=1):
-                self.n += k
-                if self.n == total or self.n % max(1, total // 20) == 0:
-                    el = time.perf_counter() - self.t0
-                    say(f"{self.desc}: {self.n}/{total}, {el:.0f} s, ETA {el / self.n * (total - self.n):.0f} s")
-
-            def set_description(self, d):
-                self.desc = d
-
-            def close(self):
-                pass
-        return Plain()
-
-
 def _build(groups: dict):
     """Build the runnable CUDA stages (parallel, cached); their static resources start on the
     CPU in the background. Returns (build results, future of the resources frame)."""
@@ -109,32 +84,6 @@ def _build(groups: dict):
     future = pool.submit(resources.cuda_stages, stages, build.build_dir() / "cubin", 8)
     pool.shutdown(wait=False)
     return built, future
-
-
-def _measure(groups, shapes, settings, clock, logs, phases, explicit: bool = False) -> dict:
-    """Every precision group in its child processes; rows get the SM clock and board power
-    sampled over their shape's timed rounds. explicit: the user named the shapes (every kernel
-    at every one; else plan.group_shapes keeps the decode sweep to its kernels)."""
-    own, scope = schedule(groups, shapes, explicit)   # fp8: + its K sweep (error vs K)
-    bar = _progress(sum(len(v) for sc in scope.values() for v in sc.values()), "measuring")
-    got: dict = {"rows": [], "resources": [], "autotune": [], "crashes": []}
-
-    def on_row(r, window=None):
-        r.update(clock.during(*window) if window else clock.latest())
-        bar.update(1)
-    for prec, entries in groups.items():
-        bar.set_description(f"measuring {prec}")
-        g = runner.run_group(prec, entries, own[prec], settings, on_row=on_row, log_path=logs / f"bench_{prec}.log",
-                             explicit_shapes=explicit)
-        for key in ("rows", "resources", "autotune", "crashes"):
-            got[key] += getattr(g, key)
-        phases[f"measure {prec}"] = g.seconds
-        got.setdefault("split", {})[prec] = {k: round(v, 1) for k, v in g.split.items()}
-        say(g.where())
-    bar.close()
-    for c in got["crashes"]:
-        say(f"CRASH: {c}")
-    return got
 
 
 def ncu_profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.DataFrame:
@@ -214,14 +163,6 @@ def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
     return df
 
 
-def run(opts: Options) -> int:
-    """Measure and write what opts selects, here and unjournaled (the CLI takes distrun.alone): 0, or 1 (nothing
-    written) for rows lost against the plan unless opts.allow_partial; ValueError, atomic.Busy as check, locked."""
-    groups, shapes = check(opts)
-    with locked(opts.out()):
-        return _run(opts, groups, shapes)
-
-
 @dataclass
 class Ready:
     """What a run has before it measures: CUDA builds, their resources (future or frame), ceilings."""
@@ -264,12 +205,6 @@ def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, b
         say("ceilings: " + ", ".join(f"{r.name} {r.value:.1f} {r.unit}" for r in ceil.itertuples()
                                      if r.source == "measured"))
     return Ready(gpu, settings, env, clock, logs, built, cuda_res, ceil, phases, t_all)
-
-
-def _run(opts: Options, groups: dict, shapes: list) -> int:
-    r = prepare(opts, groups, shapes)
-    got = _measure(groups, shapes, r.settings, r.clock, r.logs, r.phases, explicit=bool(opts.shapes))
-    return finish(opts, groups, shapes, r, got)
 
 
 def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, problems=(), replicas=None) -> int:

@@ -137,16 +137,20 @@ def test_cublas_version_sources(monkeypatch):
 def test_sweep_records_settings_and_seed(tmp_path, monkeypatch):
     from study import sweep
 
+    from study import distrun, runner
+
     env = {}
-    monkeypatch.setattr(sweep.device, "gpu_name", lambda: "FAKE_GPU")
+    monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tmp_path / "journal"))
     monkeypatch.setattr(sweep.environment, "collect", lambda: env)
-    monkeypatch.setattr(sweep.environment, "ClockSampler", lambda: type("C", (), {"start": lambda s: s})())
+    monkeypatch.setattr(sweep.environment, "ClockSampler", lambda: type("C", (), {
+        "start": lambda s: s, "latest": lambda s: {}, "stop": lambda s: {}})())
     monkeypatch.setattr(sweep.build, "build_dir", lambda: tmp_path / "build" / "cuda")
     monkeypatch.setattr(sweep, "_build", lambda groups: ([], None))
     monkeypatch.setattr(sweep.ceilings, "measure", lambda gpu, quick: __import__("pandas").DataFrame(
         columns=["name", "value", "unit", "source"]))
-    monkeypatch.setattr(sweep, "_measure", lambda *a, **k: {"rows": [], "resources": [], "autotune": [], "crashes": []})
-    assert sweep.run(sweep.Options(quick=True, precisions=("fp32",), root=tmp_path / "reports")) == 1
+    rig = distrun.Rig(gpu_name=lambda: "FAKE_GPU", uuid=lambda: "GPU-fake-0", ceilings_s=0.0,
+                      work=lambda precision, *a, **k: runner.GroupResult(precision))   # no row comes back
+    assert distrun.alone(sweep.Options(quick=True, precisions=("fp32",), root=tmp_path / "reports"), rig=rig) == 1
     assert env["settings"] == asdict(Settings.quick()) and env["seed"] == Settings.quick().seed
 
 

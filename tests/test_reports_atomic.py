@@ -2,6 +2,7 @@
 writes nothing unless allowed, a failure while writing leaves the old files, one run at a time,
 and a table file is whole or absent."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from study import atomic, plan, publish, report, results, sweep
+from study import atomic, distrun, plan, publish, report, results, runner, sweep
 
 FIXTURE = Path(__file__).parent / "data" / "reports_fixture"
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,21 +96,34 @@ def test_allow_partial_writes(tree):
     assert not list(tree.glob(".staging-*")) and not list(tree.rglob("*.tmp"))
 
 
-def test_sweep_run_refuses_a_run_that_lost_groups(tree, monkeypatch):
-    """sweep.run end to end with the GPU work faked: three of four groups crashed."""
-    monkeypatch.setattr(sweep.device, "gpu_name", lambda: gpu_name())
+def test_one_gpu_run_refuses_a_run_that_lost_groups(tree, monkeypatch, capsys):
+    """distrun.alone (the one-GPU path, journaled) end to end with the GPU work faked: the fp32
+    group's child died before any kernel ran, so nothing is written."""
+    monkeypatch.setenv("STUDY_JOURNAL_DIR", str(tree.parent / "journal"))
     monkeypatch.setattr(sweep.environment, "collect", lambda: {})
-    monkeypatch.setattr(sweep.environment, "ClockSampler", lambda: type("C", (), {"start": lambda s: s})())
+    monkeypatch.setattr(sweep.environment, "ClockSampler", lambda: type("C", (), {
+        "start": lambda s: s, "latest": lambda s: {}, "stop": lambda s: {}})())
     monkeypatch.setattr(sweep.build, "build_dir", lambda: tree.parent / "build" / "cuda")
     monkeypatch.setattr(sweep, "_build", lambda groups: ([], None))
     monkeypatch.setattr(sweep.ceilings, "measure", lambda gpu, quick: pd.DataFrame(
         columns=["name", "value", "unit", "source"]))
     groups, shapes, rows = fake_run(groups_kept={"fp16"})
-    monkeypatch.setattr(sweep, "_measure", lambda *a, **k: {
-        "rows": rows, "resources": [], "autotune": [], "crashes": ["fp32: child exited 1 before any kernel ran"]})
+
+    def work(precision, entries, shapes, settings, on_row=None, **kw):
+        g = runner.GroupResult(precision)
+        for r in rows:
+            if r["dtype"] == precision and any((s.M, s.N, s.K) == (r["M"], r["N"], r["K"]) for s in shapes):
+                on_row(dict(r), None)
+        if precision == "fp32":
+            g.crashes = ["fp32: child exited 1 before any kernel ran"]
+        return g
+    rig = distrun.Rig(gpu_name=gpu_name, uuid=lambda: "GPU-fake-0", work=work, ceilings_s=0.0)
     before = snapshot(tree)
-    assert sweep.run(sweep.Options(quick=True, precisions=("fp32", "fp16"), root=tree)) == 1
+    assert distrun.alone(sweep.Options(quick=True, precisions=("fp32", "fp16"), root=tree), rig=rig) == 1
     assert snapshot(tree) == before
+    err = capsys.readouterr().err
+    assert re.search(r"fp32: (\d+) of \1 planned kernel-shapes have no row", err), err
+    assert "fp16:" not in err and "incomplete run: nothing written" in err
 
 
 def test_failure_while_writing_leaves_old_files(tree, monkeypatch):
