@@ -1,6 +1,6 @@
 """The beta != 0 epilogue shared by the Triton stages (s03 onwards, pointer stores of C).
 
-`update_c_halves`: C = out + beta * C over a tile, a quarter of its rows at a time. With the
+`update_c_in_parts`: C = out + beta * C over a tile, a quarter of its rows at a time. With the
 whole tile's C values and addresses live beside the accumulators, the beta != 0 variants that the
 study's alpha/beta check compiles at every timed shape spilled registers on sm_90 (8-2080 bytes
 of local memory at 512^3, 1000^3 and 4095^3 in s03-s11 and s15; tests/test_static.py compiles
@@ -12,7 +12,7 @@ import triton.language as tl
 
 
 @triton.jit
-def update_c_halves(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta,
+def update_c_in_parts(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, VEC: tl.constexpr):
     """C = out + beta * C (beta != 0) over the BLOCK_M x BLOCK_N tile of rows offs_m and columns
     offs_n, a quarter of the rows at a time (halves below 64 rows): C's values and addresses for

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from study.operands import TRANSPOSED
-from study.tritonepilogue import update_c_halves
+from study.tritonepilogue import update_c_in_parts
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -285,7 +285,7 @@ def hinted_tile(pid_m, pid_n, a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha
         c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
         tl.store(c_ptrs, (alpha * acc).to(c_ptr.dtype.element_ty), mask=mask_m & mask_n)
     else:
-        update_c_halves(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, VEC)
+        update_c_in_parts(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, VEC)
 
 
 def leading_dims(a, b, layout="NN"):

@@ -16,7 +16,7 @@ Log:    docs/stages/s03_register_tiling.md
 import triton
 import triton.language as tl
 
-from study.tritonepilogue import update_c_halves
+from study.tritonepilogue import update_c_in_parts
 
 BLOCK_M = 128  # rows of C per program
 BLOCK_N = 64   # cols of C per program: 128 x 64 fp32 acc = 64 floats per thread (128 x 128 spills at 4 warps)
@@ -63,7 +63,7 @@ def s03_register_tiling_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alph
     if BETA_ZERO:
         tl.store(c_ptr + offs_m[:, None] * ldc + offs_n[None, :], alpha * acc, mask=mask_m & mask_n)
     else:
-        update_c_halves(c_ptr, alpha * acc, offs_m, offs_n, M, tl.full((BLOCK_N,), N, tl.int32), ldc, beta,
+        update_c_in_parts(c_ptr, alpha * acc, offs_m, offs_n, M, tl.full((BLOCK_N,), N, tl.int32), ldc, beta,
                         BLOCK_M, BLOCK_N, 1)
 
 

@@ -17,7 +17,7 @@ Log:    docs/stages/s09_tf32_wmma.md
 import triton
 import triton.language as tl
 
-from study.tritonepilogue import update_c_halves
+from study.tritonepilogue import update_c_in_parts
 from study.tritonlib import autotune_do_bench, autotune_prune, even_tiles, grouped_tile, tile_config
 
 
@@ -97,7 +97,7 @@ def s09_tf32_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, stride_bk, stride_bn
     if BETA_ZERO:
         tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], alpha * acc, mask=mask_m & mask_n)
     else:
-        update_c_halves(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, VEC)
+        update_c_in_parts(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, VEC)
 
 
 def b_is_kmajor(b):

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from study.tritonepilogue import update_c_halves
+from study.tritonepilogue import update_c_in_parts
 from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
@@ -140,7 +140,7 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
                 mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
                 tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], out.to(c_ptr.dtype.element_ty), mask=mask_c)
             else:   # a quarter of the rows at a time (the whole tile of C spilled registers)
-                update_c_halves(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC)
+                update_c_in_parts(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC)
 
 
 def _tma_stores_c(c):
