@@ -34,7 +34,7 @@ from .journal import pick
 from .measure import Settings
 from .publish import merge, schedule
 from .roofline import annotate
-from .sweep import AUTOTUNE_KEY, PROFILE_SIZE, RESULT_KEY, Options, Ready, check, finish, ncu_profile, prepare, say
+from .sweep import PROFILE_SIZE, RESULT_KEY, Options, Ready, check, finish, ncu_profile, prepare, say
 
 TIMEOUT_S = float(os.environ.get("STUDY_DIST_TIMEOUT_S", 12 * 3600))   # the longest a rank waits for the others
 LEADER_HEAD_S = 30.0   # the leader's ceilings, when no earlier run says how long they took
@@ -264,7 +264,7 @@ def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, fold
     """(finish's exit status, whether every unit came): the leader's merge and write."""
     picked = pick(records, work, replicate)
     order = [m["device_uuid"] for m in mine] + sorted(set(picked.devices) - {m["device_uuid"] for m in mine})
-    got, every = journal.gathered(picked, records, replicate, order, AUTOTUNE_KEY)
+    got, every = journal.gathered(picked, records, replicate, order)
     r.env["devices"] = [{k: v for k, v in picked.devices[d].items() if k not in ("host", "sources")}
                         for d in order if d in picked.devices]   # no host names in the committed tables
     r.env["mode"] += "; one GPU, journaled" if not launch.under_torchrun() else \
@@ -321,7 +321,7 @@ def salvage(opts: Options, replicate: bool = False) -> int:
         ceil = pd.DataFrame(next((x["rows"] for x in reversed(records) if x["t"] == "ceilings"), []))
         r = Ready(gdir.name, Settings.quick() if opts.quick else Settings(), env, None, folder, [], None, ceil, {},
                   time.perf_counter())
-        got, every = journal.gathered(picked, records, replicate, sorted(picked.devices), AUTOTUNE_KEY)
+        got, every = journal.gathered(picked, records, replicate, sorted(picked.devices))
         r.env["missing"] = problems
         part = replace(opts, no_ncu=True, model=False)
         with locked(opts.out()):

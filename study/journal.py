@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .plan import Entry
 from .registry import PACKAGE_PARENT, ROOT, STATE_ROOT
+from .results import AUTOTUNE_KEY
 
 
 def journal_root() -> Path:
@@ -192,9 +193,9 @@ def pick(records: list, work: dict, replicate: bool = False) -> Picked:
     return out
 
 
-def gathered(picked: Picked, records: list, replicate: bool, order: list, autotune_key: list) -> tuple:
+def gathered(picked: Picked, records: list, replicate: bool, order: list) -> tuple:
     """(got for sweep.finish, every GPU's rows or None): the rows picked, every attempt's
-    resources, autotune choices (one per autotune_key), crashes and time splits, the attempts,
+    resources, autotune choices (one per AUTOTUNE_KEY), crashes and time splits, the attempts,
     the newest model group and Nsight Compute profile. With replicate, results.csv takes each
     unit from the first GPU in `order` (rank order) that finished it."""
     def dedupe(rows, key=None):   # the same Triton kernel compiled on several GPUs: its rows once
@@ -211,7 +212,7 @@ def gathered(picked: Picked, records: list, replicate: bool, order: list, autotu
     else:
         rows = [x for rs in picked.rows.values() for x in rs]
     got = {"rows": rows, "resources": dedupe(picked.extras(records, "resources")),
-           "autotune": dedupe(picked.extras(records, "autotune"), autotune_key + (["device_uuid"] if replicate else [])),
+           "autotune": dedupe(picked.extras(records, "autotune"), AUTOTUNE_KEY + (["device_uuid"] if replicate else [])),
            "crashes": list(dict.fromkeys(picked.extras(records, "crashes")))}
     for x in picked.extras(records, "split"):   # seconds by step, summed over the GPUs and attempts
         mine = got.setdefault("split", {}).setdefault(x["precision"], {})

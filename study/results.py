@@ -19,6 +19,7 @@ from .atomic import atomic_write, write_text
 from .registry import REPORTS_ROOT
 
 REPORTS = REPORTS_ROOT
+AUTOTUNE_KEY = ["family", "stage", "precision", "shape_class"]   # one choice per shape class (Triton rows have no layout)
 RESULT_COLUMNS = ["gpu", "node", "device_index", "device_uuid", "family", "stage", "kind", "dtype", "layout",
                   "scaling", "M", "N", "K", "shape_set",
                   "ms_median", "ms_q1", "ms_q3", "reps", "graph", "tflops", "pct_cublas", "pct_roof",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .results import AUTOTUNE_KEY
 from .tables import TABLE_SIZES, config_text, fmt, markdown
 
 KEY = ["dtype", "family", "stage", "kind", "layout", "scaling", "M", "N", "K"]
@@ -38,7 +39,7 @@ def spread_table(replicas: pd.DataFrame) -> pd.DataFrame:
 def autotune_differences(autotune: pd.DataFrame) -> pd.DataFrame:
     """Shape classes whose autotuned configuration differs between the GPUs of a --replicate run
     (autotune.csv keeps each GPU's choice there): one row per GPU's choice."""
-    key = ["family", "stage", "precision", "shape_class"]
+    key = AUTOTUNE_KEY
     if autotune is None or autotune.empty or not {"device_uuid", "config", *key} <= set(autotune):
         return pd.DataFrame(columns=key + ["device_uuid", "config"])
     at = autotune.assign(config=config_text(autotune["config"]))

@@ -23,7 +23,6 @@ from .registry import find
 from .roofline import annotate
 
 RESULT_KEY = ["family", "stage", "kind", "dtype", "layout", "scaling", "M", "N", "K"]
-AUTOTUNE_KEY = ["family", "stage", "precision", "shape_class"]   # one choice per shape class (Triton rows have no layout)
 
 
 @dataclass
@@ -142,18 +141,11 @@ def _autotune_rows(gpu: str, triton_tuned: list) -> pd.DataFrame:
     return pd.concat([at, pd.DataFrame(triton_tuned)], ignore_index=True)
 
 
-def _model(opts: Options, old: Path, phases: dict, rows=None) -> pd.DataFrame:
-    """The model group's rows: `rows` if a journaled run (distrun.py) ran it, else modelrun.py in a
-    full run; else (quick, filtered, --no-model) the rows recorded before, if any."""
+def _model(old: Path, rows=None) -> pd.DataFrame:
+    """The model group's rows: `rows` if this run ran it (distrun.py, journaled), else (quick,
+    filtered, --no-model) the rows recorded before, if any."""
     if rows is not None:
         return pd.DataFrame(rows)
-    if opts.runs_model():
-        from . import modelrun
-
-        t = time.perf_counter()
-        df = modelrun.run_group()
-        phases["model"] = time.perf_counter() - t
-        return df
     return results.load(old).model if (old / "results.csv").exists() else pd.DataFrame()
 
 
@@ -250,8 +242,8 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     res = res.sort_values(["dtype", "M", "N", "K", "family", "stage", "layout", "kind"], kind="stable")
     tuned = _autotune_rows(gpu, got["autotune"])
     if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
-        tuned = merge(prev.autotune, tuned, AUTOTUNE_KEY)
-    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(opts, old, phases, got.get("model")))
+        tuned = merge(prev.autotune, tuned, results.AUTOTUNE_KEY)
+    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(old, got.get("model")))
     if replicas is not None:
         data.replicas = replicas
     commit(data, root, [], phases=phases, t_all=r.t_all)   # its problems were said (and refused) above
