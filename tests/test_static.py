@@ -383,6 +383,17 @@ def _cuobjdump(args, data: bytes) -> str:
                               check=True).stdout
 
 
+SM90_SMEM = 227 * 1024   # shared memory one block may opt into on sm_90 (H100, H200)
+
+
+def _too_much_smem(ck, tag) -> list:
+    """A launch of this kernel would fail with OutOfResources on an H100: more shared memory than
+    a block may have (a layout change in the epilogue of a persistent kernel adds its scratch to
+    the ring, live across the tile loop: Triton s15's beta != 0 update at C_VEC == 1 asked 262168 B)."""
+    shared = ck.metadata.shared
+    return [f"{tag}: {shared} bytes of shared memory > {SM90_SMEM}"] if shared > SM90_SMEM else []
+
+
 TRITON_PARAMS = [pytest.param(s, p, lay, id=f"{s.stem}-{p}-{lay}") for s in study.all_stages("triton")
                  for p in s.precisions for lay in s.layouts]
 
@@ -406,6 +417,7 @@ def test_triton_aot_sm90(stage, precision, layout):
         local = [int(x) for x in re.findall(r"(?:LOCAL|STACK):(\d+)", res)]
         if any(local):
             problems.append(f"{tag}: {max(local)} bytes of local memory (spills): {res.strip()[-300:]}")
+        problems += _too_much_smem(ck, tag)
         if consts.get("BETA_ZERO") is False:   # the alpha/beta check's variant: spills only (s13 has no
             continue                           # warp specialisation there), the claims are the timed path's
         n = sass_counts(_cuobjdump(["-sass"], ck.asm["cubin"]))
@@ -413,6 +425,63 @@ def test_triton_aot_sm90(stage, precision, layout):
         if wrong:
             problems.append(f"{tag}: {wrong}; counts {n}")
     assert not problems, f"{stage.stem} {precision} {layout}:\n" + "\n".join(problems)
+
+
+def _refused(stage, precision, shape, layout) -> bool:
+    """The stage refuses (its unsupported()) one of the matmul() calls at this shape."""
+    from study.kernels import _load_triton_module
+
+    unsupported = getattr(_load_triton_module(stage), "unsupported", None)
+    return bool(unsupported) and any(
+        unsupported(*args, **{k: v for k, v in kw.items() if k.startswith("scale_") or k == "layout"})
+        for args, kw in _matmul_calls(stage, precision, shape, layout))
+
+
+def _pruned(stage, precision, shape, layout, trim: bool) -> list:
+    """[(kernel, {config keys})] of the configs each matmul() call would tune over; trim: with
+    every autotuner's list cut to its first config, as tests/test_gpu.py's shape sweep does."""
+    from study.kernels import _load_triton_module
+    from triton.runtime import autotuner
+
+    mod = _load_triton_module(stage)
+    tuners = [v for v in vars(mod).values() if isinstance(v, autotuner.Autotuner)]
+    saved = [(t, t.configs, t.__dict__.get("all_configs")) for t in tuners]
+    calls: list = []
+    try:
+        for t in tuners:
+            full = getattr(t, "all_configs", t.configs)
+            t.configs = t.all_configs = full[:1] if trim else full
+        with _capture_launches(calls):
+            for args, kwargs in _matmul_calls(stage, precision, shape, layout):
+                mod.matmul(*args, **kwargs)
+    finally:
+        for t, configs, all_configs in saved:
+            t.configs = configs
+            if all_configs is None:
+                del t.all_configs
+            else:
+                t.all_configs = all_configs
+    return [(fn, {(tuple(sorted(c.kwargs.items())), c.num_warps, c.num_stages) for c in cfgs or []})
+            for fn, _, _, cfgs in calls]
+
+
+@pytest.mark.parametrize("stage,layout", [pytest.param(s, lay, id=f"{s.stem}-{lay}")
+                                          for s in study.all_stages("triton") for lay in s.layouts])
+def test_triton_prune_of_a_trimmed_config_list(stage, layout):
+    """The GPU tests' shape sweep cuts each autotuner's list to its first config. A stage's prune
+    must still hand each launch configs it would tune over with the whole list (Triton s15's
+    prune once fell back to the trimmed list, the warp-specialised 128x256 tile, for its
+    flattened promoted loop: 303-360 KB of shared memory, every launch refused)."""
+    precision = stage.precisions[0]
+    for size in (512, 4095):
+        shape = gc.fit_shape((size, size, size), precision)
+        if _refused(stage, precision, shape, layout):
+            continue
+        full = _pruned(stage, precision, shape, layout, trim=False)
+        trimmed = _pruned(stage, precision, shape, layout, trim=True)
+        assert len(full) == len(trimmed)
+        for (fn, whole), (_, cut) in zip(full, trimmed):
+            assert cut <= whole, f"{stage.stem} {layout} {shape}: {cut - whole} is not among {whole}"
 
 
 @pytest.mark.parametrize("stage,layout", [pytest.param(s, lay, id=f"{s.stem}-{lay}")
@@ -428,17 +497,11 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage, layout):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from study.kernels import _load_triton_module
-
-    mod = _load_triton_module(stage)
     precision = stage.precisions[0]
     problems, tried = [], 0
     for size in (1000, 4095):
         shape = gc.fit_shape((size, size, size), precision)
-        unsupported = getattr(mod, "unsupported", None)
-        if unsupported and any(unsupported(*args, **{k: v for k, v in kw.items() if k.startswith("scale_")
-                                                      or k == "layout"})
-                               for args, kw in _matmul_calls(stage, precision, shape, layout)):
+        if _refused(stage, precision, shape, layout):
             continue
         for fn, sig, consts, attrs, opts in _aot_variants(stage, precision, all_configs=True, shape=shape,
                                                           layout=layout):
@@ -447,9 +510,10 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage, layout):
                                 options=opts)
             res = _cuobjdump(["-res-usage"], ck.asm["cubin"])
             local = max(int(x) for x in re.findall(r"(?:LOCAL|STACK):(\d+)", res))
+            tag = {k: v for k, v in consts.items() if k.isupper()} | opts
             if local:
-                tag = {k: v for k, v in consts.items() if k.isupper()} | opts
                 problems.append(f"{'x'.join(map(str, shape))} {tag}: {local} bytes of local memory")
+            problems += _too_much_smem(ck, f"{'x'.join(map(str, shape))} {tag}")
     assert tried, f"{stage.stem} {layout}: no ragged size was compiled"
     assert not problems, f"{stage.stem} {precision} {layout}:\n" + "\n".join(problems)
 
