@@ -437,53 +437,6 @@ def _refused(stage, precision, shape, layout) -> bool:
         for args, kw in _matmul_calls(stage, precision, shape, layout))
 
 
-def _pruned(stage, precision, shape, layout, trim: bool) -> list:
-    """[(kernel, {config keys})] of the configs each matmul() call would tune over; trim: with
-    every autotuner's list cut to its first config, as tests/test_gpu.py's shape sweep does."""
-    from study.kernels import _load_triton_module
-    from triton.runtime import autotuner
-
-    mod = _load_triton_module(stage)
-    tuners = [v for v in vars(mod).values() if isinstance(v, autotuner.Autotuner)]
-    saved = [(t, t.configs, t.__dict__.get("all_configs")) for t in tuners]
-    calls: list = []
-    try:
-        for t in tuners:
-            full = getattr(t, "all_configs", t.configs)
-            t.configs = t.all_configs = full[:1] if trim else full
-        with _capture_launches(calls):
-            for args, kwargs in _matmul_calls(stage, precision, shape, layout):
-                mod.matmul(*args, **kwargs)
-    finally:
-        for t, configs, all_configs in saved:
-            t.configs = configs
-            if all_configs is None:
-                del t.all_configs
-            else:
-                t.all_configs = all_configs
-    return [(fn, {(tuple(sorted(c.kwargs.items())), c.num_warps, c.num_stages) for c in cfgs or []})
-            for fn, _, _, cfgs in calls]
-
-
-@pytest.mark.parametrize("stage,layout", [pytest.param(s, lay, id=f"{s.stem}-{lay}")
-                                          for s in study.all_stages("triton") for lay in s.layouts])
-def test_triton_prune_of_a_trimmed_config_list(stage, layout):
-    """The GPU tests' shape sweep cuts each autotuner's list to its first config. A stage's prune
-    must still hand each launch configs it would tune over with the whole list (Triton s15's
-    prune once fell back to the trimmed list, the warp-specialised 128x256 tile, for its
-    flattened promoted loop: 303-360 KB of shared memory, every launch refused)."""
-    precision = stage.precisions[0]
-    for size in (512, 4095):
-        shape = gc.fit_shape((size, size, size), precision)
-        if _refused(stage, precision, shape, layout):
-            continue
-        full = _pruned(stage, precision, shape, layout, trim=False)
-        trimmed = _pruned(stage, precision, shape, layout, trim=True)
-        assert len(full) == len(trimmed)
-        for (fn, whole), (_, cut) in zip(full, trimmed):
-            assert cut <= whole, f"{stage.stem} {layout} {shape}: {cut - whole} is not among {whole}"
-
-
 @pytest.mark.parametrize("stage,layout", [pytest.param(s, lay, id=f"{s.stem}-{lay}")
                                           for s in study.all_stages("triton") for lay in s.layouts])
 def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage, layout):

@@ -49,9 +49,8 @@ FLAT_CONFIGS = [
 
 
 def _prune(configs, named_args, **kwargs):
-    """The configs of the loop this call runs (WS is in the autotune key); a list narrowed to
-    configs of the other loop (a test forcing one config) gives this loop's first, so that a
-    test never runs a tile the study would not. Interpreter: the first."""
+    """The configs of the loop this call runs (WS is in the autotune key); a list of the other
+    loop's configs only gives this loop's first. Interpreter: the first."""
     pool = WS_CONFIGS if kwargs.get("WS") else FLAT_CONFIGS
     return autotune_prune([c for c in configs if c in pool] or pool[:1], named_args, **kwargs)
 

@@ -54,16 +54,15 @@ FLAT_CONFIGS = [
 def _prune(configs, named_args, **kwargs):
     """The configs of the loop this call runs (WS is in the autotune key); promoted chains keep
     a second accumulator, so they take only the 128x128 tiles, and so does the flattened loop
-    with per-tensor scales (it spills at 128x256). A list trimmed to another loop's configs (the
-    GPU tests' shape sweep keeps the first) gives this loop's first that fits. beta != 0 into a
-    C of unaligned rows (C_VEC == 1): one stage fewer, as the layout change of the quarter-row
-    update takes 32 KiB beside the ring, live across the persistent loop (262168 B > 227 KiB at
-    128x128x128, 3 stages; H100, Triton 3.6). Interpreter: the first."""
+    with per-tensor scales (it spills at 128x256). beta != 0 into a C of unaligned rows
+    (C_VEC == 1): one stage fewer, as the layout change of the quarter-row update takes 32 KiB
+    beside the ring, live across the persistent loop (262168 B > 227 KiB at 128x128x128, 3
+    stages; H100, Triton 3.6). Interpreter: the first."""
     pool = WS_CONFIGS if kwargs.get("WS") else FLAT_CONFIGS
     if kwargs.get("PROMOTE") or not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
         # the flattened loop with scalar scales at 128x256 needs 255 registers + 432 B of spills
         pool = [c for c in pool if c.kwargs["BLOCK_N"] <= 128]
-    mine = [c for c in configs if c in pool] or pool[:1]
+    mine = [c for c in configs if c in pool] or pool[:1]   # pool[:1]: a list of the other loop's
     if not kwargs.get("BETA_ZERO", True) and kwargs.get("C_VEC", 1) == 1:
         mine = [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages - 1) for c in mine]
     return autotune_prune(mine, named_args, **kwargs)
