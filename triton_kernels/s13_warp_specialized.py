@@ -49,10 +49,9 @@ FLAT_CONFIGS = [
 
 
 def _prune(configs, named_args, **kwargs):
-    """The configs of the loop this call runs (WS is in the autotune key); a list of the other
-    loop's configs only gives this loop's first. Interpreter: the first."""
-    pool = WS_CONFIGS if kwargs.get("WS") else FLAT_CONFIGS
-    return autotune_prune([c for c in configs if c in pool] or pool[:1], named_args, **kwargs)
+    """The configs of the loop this call runs (WS is in the autotune key). Interpreter: the first."""
+    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
+    return autotune_prune(mine or configs, named_args, **kwargs)
 
 
 @functools.lru_cache(maxsize=None)

@@ -58,11 +58,13 @@ def _prune(configs, named_args, **kwargs):
     (C_VEC == 1): one stage fewer, as the layout change of the quarter-row update takes 32 KiB
     beside the ring, live across the persistent loop (262168 B > 227 KiB at 128x128x128, 3
     stages; H100, Triton 3.6). Interpreter: the first."""
-    pool = WS_CONFIGS if kwargs.get("WS") else FLAT_CONFIGS
-    if kwargs.get("PROMOTE") or not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
+    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
+    if kwargs.get("PROMOTE"):
+        mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+    elif not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
         # the flattened loop with scalar scales at 128x256 needs 255 registers + 432 B of spills
-        pool = [c for c in pool if c.kwargs["BLOCK_N"] <= 128]
-    mine = [c for c in configs if c in pool] or pool[:1]   # pool[:1]: a list of the other loop's
+        mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+    mine = mine or configs
     if not kwargs.get("BETA_ZERO", True) and kwargs.get("C_VEC", 1) == 1:
         mine = [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages - 1) for c in mine]
     return autotune_prune(mine, named_args, **kwargs)
