@@ -27,7 +27,8 @@ mod = _load_triton_module(stage)
 cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (3, 256, 1024, None, 1.0, 0.0), (3, 256, 1024, 5, 2.0, 0.5), (3, 256, 1024, 8, 1.0, 0.0),
     (3, 256, 1024, 2, 1.0, 1.0), (3, 256, 1024, 32, -1.5, 0.5), (1, 136, 200, 7, 0.5, -1.0),
-    (150, 24, 136, 3, 2.0, 0.5), (24, 136, 264, 4, 1.0, 0.0)]
+    (150, 24, 136, 3, 2.0, 0.5), (24, 136, 264, 4, 1.0, 0.0),
+    (192, 128, 256, None, 1.0, 0.5)]  # plan(): one wave of 128x64 token tiles (data-parallel)
 # TN: M to 16-byte rows of A stored (K, M) (3 -> 8, 1 -> 8, 150 -> 152), K ragged where it was 200
 tn = {(3, 256, 1024): (8, 256, 1024), (1, 136, 200): (8, 136, 196), (150, 24, 136): (152, 24, 136)}
 g = torch.Generator().manual_seed(0)
@@ -71,4 +72,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 8 * len(find("triton", "s14").layouts) and not bad, bad
+    assert len(cases) == 9 * len(find("triton", "s14").layouts) and not bad, bad

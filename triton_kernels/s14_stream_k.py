@@ -8,7 +8,7 @@ Why:    x @ W.T, M = 1..64 tokens, W [4096, 4096] bf16: 32 MB to stream once at 
         128x256 tiles give 16 programs, 12% of 132 SMs pulling HBM. Here 64 tiles x 16 K steps
         (BK 256) = 1024 steps / 128 programs: each SM streams 256 KB in 512-byte row runs with
         4 x 40 KB in flight; pieces cost 2 x 4 KB of fp32 partials per program.
-Expect: ~0.9-1.05x cuBLAS BF16 (NT, CUDA-graph timed) at M <= 64, 4096x4096..14336x4096 weights
+Expect: 0.77-1.08x cuBLAS BF16 at M <= 256 (NT, CUDA-graph timed), >= 0.94x against N = 4096
 Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT,
         a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
@@ -43,6 +43,18 @@ TILES = [(16, (64, 16, 256, 4, 4)),      # 160 KB
          (64, (64, 64, 128, 6, 4)),      # 192 KB
          (128, (64, 128, 128, 4, 4)),    # 192 KB
          (None, (256, 64, 64, 4, 8))]    # 160 KB; more tokens: several 64-token tiles
+# One wave of whole tiles, the tokens split over them before K is (cuBLAS's choice at M = 64-256):
+# at M <= 256, where one of these tiles cuts the problem into 90-100% of the SMs' count with >= 2
+# full token tiles, every program runs one tile (no partials); the first that fills best wins.
+# M = 64, 128, 256 against N = 4096 take 64x32, 64x64, 128x64 (128 programs): H100 bf16, 4096 x
+# 4096, 0.86 -> 1.00x, 0.81 -> 0.98x, 0.68 -> 1.01x cuBLAS. A part-filled last token tile lost at
+# M = 100 x 4096 x 11008 (1.03 -> 0.83x): not taken (docs/stages/s14_stream_k.md, "One wave of
+# token tiles").
+WAVE_TILES = [(64, 32, 256, 4, 4),       # 196 KB
+              (128, 64, 128, 4, 4),      # 196 KB
+              (64, 64, 128, 6, 4)]       # 196 KB
+WAVE_FILL = 0.9
+WAVE_MAX_M = 256
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
 
@@ -219,6 +231,12 @@ def plan(M, N, K, num_sms, beta=0.0):
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)
     if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
+    wave = [(triton.cdiv(N, w[0]) * triton.cdiv(M, w[1]), -i, w) for i, w in enumerate(WAVE_TILES)
+            if M <= WAVE_MAX_M and M % w[1] == 0 and M >= 2 * w[1]]
+    wave = [t for t in wave if WAVE_FILL * num_sms <= t[0] <= num_sms]
+    if wave:
+        tiles, _, (bn, bt, bk, stages, warps) = max(wave)
+        return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
     return own
 
 
