@@ -6,6 +6,7 @@
 // Why:    decode (x @ W.T, M <= 256) streams the weight once: at N = 4096, 32 tiles of 128 weight
 //         rows keep s13 on 32 of 132 SMs (~30% of the copy rate). Two splits of K put 64 SMs on
 //         it (~70%); each further split adds a partial's round trip (64 KB per CTA at M = 128).
+//         NT, M = 64-128: 64-row weight tiles (consumers on the token halves) give 128 CTAs.
 //         Swapped, tokens take wgmma's 16..128-wide N side; as its 64-row side, x (1..128 rows)
 //         would waste up to 98% of every wgmma and of the tile's SM.
 // Expect: ~2.3x s13, ~100% of cuBLAS at M = 16, N = K = 4096 bf16; = s13 at 4096^3
@@ -39,7 +40,6 @@ constexpr int GROUP_M = 16;          // s13's grouped tile order
 constexpr int PRODUCER_REGS = 40;    // setmaxnreg targets, as s13: 128*40 + 256*232 <= 64K
 constexpr int CONSUMER_REGS = 232;
 constexpr int WG_M = BM / CONSUMERS;
-constexpr int P_TILE = BM * BK;      // elements of one 128 x 64 P box
 constexpr int KSUB_SWAP = 1;         // 64-wide k boxes per ring stage, swapped (decode) path:
                                      // 2 and 4 (256-512 B per weight row per stage) measured
                                      // within +-3% of 1 on the decode sweep, so 1
@@ -61,6 +61,11 @@ constexpr int MIN_ITERS = 4;         // k-steps per split at least
 constexpr float DP_MIN_EFF = 0.9f;   // more tiles than SMs: tiles / (waves x SMs) below this
                                      // makes the last two waves hybrid
 constexpr int MAX_BN = 256;          // widest tile: bounds a partial (64 x 256 fp32 per consumer)
+constexpr int NARROW_PM = 64;        // swapped NT, BN >= 64, where even 64-row weight tiles are
+                                     // split over K: 64 rows per CTA, the consumers on the two
+                                     // token halves (twice the CTAs on the weight; M = 64-128 x
+                                     // 4096 x 4096: 0.77 -> 0.81-0.84, 0.68 -> 0.77-0.81 of cuBLAS)
+constexpr int NARROW_STAGES = 12;    // its ring: 12 x 16 KB at BN = 64, 9 x 24 KB at 128
 static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
 static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
 static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536,
@@ -85,15 +90,20 @@ constexpr int ksub_for(bool swap, int bn) {
   return ks;
 }
 
-template <bool SWAP, int BN, int KS>
+// PM: P rows per tile. BM = two consumers x 64 rows; 64 (narrow, swapped NT only) = both
+// consumers on the same 64 weight rows, each on its own half of the BN tokens.
+template <bool SWAP, int BN, int KS, int PM = BM>
 struct Cfg {
   static constexpr int Q_TILE = BN * BK;             // one BN x 64 Q box
-  static constexpr int P_STAGE = KS * P_TILE, Q_STAGE = KS * Q_TILE;
+  static constexpr int P_STAGE = KS * PM * BK, Q_STAGE = KS * Q_TILE;
+  static constexpr int QN = PM == BM ? BN : BN / 2;  // Q rows of one consumer (its wgmma N)
+  static_assert(PM == BM || (PM == 64 && SWAP && QN % 16 == 0), "narrow P: swapped, QN a wgmma N >= 16");
   static constexpr int STAGE_BYTES = (P_STAGE + Q_STAGE) * 2;
   // C staging for the TMA-store epilogue; the swapped epilogue writes C^T from registers.
   static constexpr int C_BYTES = SWAP ? 0 : CONSUMERS * C_BUFS * C_CHUNK * 2;
   static constexpr int FIT = (SMEM_LIMIT - 1024 - C_BYTES) / STAGE_BYTES;
-  static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;  // 4 at BN = 256 (= s13)
+  static constexpr int CAP = PM == BM ? MAX_STAGES : NARROW_STAGES;
+  static constexpr int STAGES = FIT < CAP ? FIT : CAP;  // 4 at BN = 256 (= s13)
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;
   static_assert(BN % 16 == 0 && BN <= MAX_BN, "wgmma N: a multiple of 16 up to 256 here");
   static_assert((Q_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
@@ -110,6 +120,7 @@ struct Schedule {
   int KT;                // k-steps of 64 per tile (the K tail is TMA zero fill)
   int sk_tiles;
   int sk_iters;          // sk_tiles * KT
+  int pm;                // P rows per tile (BM, or 64: narrow)
 };
 
 // Range j of the shared iteration space. CTA b takes range gridDim-1-b: a tile cut between two
@@ -157,7 +168,7 @@ __device__ __forceinline__ void tile_coords(int tile, const Schedule& s, int& p0
   const int per_group = GROUP_M * s.tiles_q;
   const int first = (tile / per_group) * GROUP_M;
   const int rows = min(s.tiles_p - first, GROUP_M);
-  p0 = (first + (tile % per_group) % rows) * BM;
+  p0 = (first + (tile % per_group) % rows) * s.pm;
   qt = (tile % per_group) / rows;
 }
 
@@ -174,14 +185,15 @@ __device__ __forceinline__ void st_relaxed(int* p, int v) {
   asm volatile("st.relaxed.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-template <typename T, gemm::Layout L, bool SWAP, int BN, int KS>
+template <typename T, gemm::Layout L, bool SWAP, int BN, int KS, int PM>
 __global__ void __launch_bounds__(THREADS, 1)
 kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUtensorMap tmap_q,
        const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, Schedule sched,
        float* __restrict__ partials, int* __restrict__ flags, int tma_store, int vec2_ok) {
-  using S = Cfg<SWAP, BN, KS>;
-  constexpr int STAGES = S::STAGES, Q_TILE = S::Q_TILE, R = BN / 2;
+  using S = Cfg<SWAP, BN, KS, PM>;
+  constexpr int STAGES = S::STAGES, Q_TILE = S::Q_TILE, QN = S::QN, R = QN / 2;
   constexpr bool P_MN = Roles<L, SWAP>::P_MN, Q_MN = Roles<L, SWAP>::Q_MN;
+  static_assert(PM == BM || (!P_MN && !Q_MN), "narrow P: K-major P and Q (NT)");
   static_assert(!Q_MN || BN % MN_Q_MIN == 0, "an MN-major Q tile is whole 64-wide TMA boxes");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -222,7 +234,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
           hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES);
 #pragma unroll
           for (int u = 0; u < KS; ++u) {
-            hopper::tma_load_operand<P_MN, BM>(sP + s * S::P_STAGE + u * P_TILE, &tmap_p, &full[s],
+            hopper::tma_load_operand<P_MN, PM>(sP + s * S::P_STAGE + u * PM * BK, &tmap_p, &full[s],
                                                (kt * KS + u) * BK, p0);
             hopper::tma_load_operand<Q_MN, BN>(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s],
                                                (kt * KS + u) * BK, qt * BN);
@@ -252,11 +264,13 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
         hopper::wgmma_fence();
 #pragma unroll
         for (int u = 0; u < KS; ++u) {
-          const T* a = sP + s * S::P_STAGE + u * P_TILE + cw * WG_M * BK;  // rows cw*64.. or box cw
-          const T* b = sQ + s * S::Q_STAGE + u * Q_TILE;
+          // BM rows: consumer cw takes rows cw*64.. (or MN-major box cw) and every Q row;
+          // narrow: the same 64 P rows, Q rows cw*QN..
+          const T* a = sP + s * S::P_STAGE + u * PM * BK + (PM == BM ? cw * WG_M * BK : 0);
+          const T* b = sQ + s * S::Q_STAGE + u * Q_TILE + (PM == BM ? 0 : cw * QN * BK);
 #pragma unroll
           for (int k = 0; k < BK / 16; ++k)  // K-major: +32 B inside the line; MN-major: +16 lines
-            hopper::Wgmma<T, BN, P_MN, Q_MN>::mma(acc, hopper::desc_k16<P_MN>(a, k), hopper::desc_k16<Q_MN>(b, k),
+            hopper::Wgmma<T, QN, P_MN, Q_MN>::mma(acc, hopper::desc_k16<P_MN>(a, k), hopper::desc_k16<Q_MN>(b, k),
                                                   kt > kb || u > 0 || k > 0);
         }
         hopper::wgmma_commit();
@@ -318,12 +332,13 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
         // acc holds C^T: fragment row = weight row n, column = token m. C[m][n] is row-major in
         // n, so a warp's store covers 8 consecutive n (16 B) in each of 4 rows m: C is M x N x 2
         // bytes, <= 1/16 of the weight's bytes at decode sizes; a staging pass does not pay.
-        const int n = p0 + cw * WG_M + warp * 16 + lane / 4;
+        const int n = p0 + (PM == BM ? cw * WG_M : 0) + warp * 16 + lane / 4;
+        const int qc = q0 + (PM == BM ? 0 : cw * QN);
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int j = 0; j < QN / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int m = q0 + 8 * j + 2 * (lane % 4) + e;
+            const int m = qc + 8 * j + 2 * (lane % 4) + e;
             if (m >= p.M) continue;
             T* crow = p.C + static_cast<size_t>(m) * p.ldc;
 #pragma unroll
@@ -391,6 +406,8 @@ inline int swap_bn(int M, int q_min) {
 }
 
 // The heuristic. force_*: -1 / 0 = decide here (for measuring other choices, see launch_with).
+//   tiles: 128 rows of P, or NARROW_PM (swapped NT, BN 64-128) where even 64-row tiles are too
+//     few for data-parallel;
 //   tiles >= SMs: data-parallel (s13) if the last wave is full enough (DP_MIN_EFF), else hybrid:
 //     all but two waves data-parallel, the rest (1-2 tiles per SM) stream-K over every SM;
 //   tiles >= DP_MIN_FILL x SMs: data-parallel, one tile per CTA;
@@ -408,7 +425,10 @@ Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int forc
   pl.bn = pl.swap ? swap_bn(p.M, a_mn ? MN_Q_MIN : 16) : 256;
   pl.ks = ksub_for(pl.swap, pl.bn);
   Schedule& s = pl.s;
-  s.tiles_p = gemm::cdiv(pl.swap ? p.N : p.M, BM);
+  const bool narrow = pl.swap && p.layout == gemm::Layout::NT && pl.bn >= 64 && pl.bn <= 128 &&
+                      gemm::cdiv(p.N, NARROW_PM) < DP_MIN_FILL * sms;
+  s.pm = narrow ? NARROW_PM : BM;
+  s.tiles_p = gemm::cdiv(pl.swap ? p.N : p.M, s.pm);
   s.tiles_q = gemm::cdiv(pl.swap ? p.M : p.N, pl.bn);
   s.KT = gemm::cdiv(p.K, BK * pl.ks);
   const int tiles = s.tiles_p * s.tiles_q;
@@ -479,14 +499,14 @@ inline cudaError_t workspace(int dev, int sms, cudaStream_t stream, Workspace* o
   return cudaSuccess;
 }
 
-template <typename T, gemm::Layout L, bool SWAP, int BN, int KS = ksub_for(SWAP, BN)>
+template <typename T, gemm::Layout L, bool SWAP, int BN, int PM = BM, int KS = ksub_for(SWAP, BN)>
 cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, cudaStream_t stream) {
-  using S = Cfg<SWAP, BN, KS>;
+  using S = Cfg<SWAP, BN, KS, PM>;
   using Mj = gemm::Majors<L>;
   // Each operand's map in its stored order (K-major: [rows][K] boxes of rows x 64; MN-major:
   // [K][rows], boxes of 64 x 64), whichever role it takes: P = B (W) swapped, else A.
   CUtensorMap tp, tq;
-  cudaError_t e = SWAP ? hopper::make_tmap_operand(&tp, p.B, Mj::B_MN, p.N, p.K, p.ldb, BM)
+  cudaError_t e = SWAP ? hopper::make_tmap_operand(&tp, p.B, Mj::B_MN, p.N, p.K, p.ldb, PM)
                        : hopper::make_tmap_operand(&tp, p.A, Mj::A_MN, p.M, p.K, p.lda, BM);
   if (e != cudaSuccess) return e;
   e = SWAP ? hopper::make_tmap_operand(&tq, p.A, Mj::A_MN, p.M, p.K, p.lda, BN)
@@ -497,11 +517,11 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   CUtensorMap tc = {};
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
     return e;
-  e = cudaFuncSetAttribute(kernel<T, L, SWAP, BN, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
+  e = cudaFuncSetAttribute(kernel<T, L, SWAP, BN, KS, PM>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
-  kernel<T, L, SWAP, BN, KS><<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials,
-                                                                       ws.flags, tma_store, vec2_ok);
+  kernel<T, L, SWAP, BN, KS, PM><<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials,
+                                                                           ws.flags, tma_store, vec2_ok);
   return cudaGetLastError();
 }
 
@@ -512,6 +532,11 @@ cudaError_t launch_layout(const gemm::Problem<T>& p, const Plan& pl, const Works
   // An MN-major Q (TN) never gets 16 or 32 from make_plan: those cases fold onto the 64-wide
   // kernel, so no narrow MN-major Q tile is ever instantiated.
   constexpr int Q_MIN = Roles<L, true>::Q_MN ? MN_Q_MIN : 16;
+  if constexpr (L == gemm::Layout::NT) {  // narrow P tiles: make_plan gives them BN 64 or 128
+    if (pl.s.pm == NARROW_PM)
+      return pl.bn == 64 ? run<T, L, true, 64, NARROW_PM>(p, pl, ws, stream)
+                         : run<T, L, true, 128, NARROW_PM>(p, pl, ws, stream);
+  }
   switch (pl.bn) {
     case 16: return run<T, L, true, (16 > Q_MIN ? 16 : Q_MIN)>(p, pl, ws, stream);
     case 32: return run<T, L, true, (32 > Q_MIN ? 32 : Q_MIN)>(p, pl, ws, stream);
@@ -562,8 +587,8 @@ const char* decomposition_t(const gemm::Problem<T>& p) {
   const int sms = current_sms();
   if (!sms) return "unknown (no CUDA device)";
   const Plan pl = make_plan(p, sms);
-  snprintf(buf, sizeof buf, "%s, %s, 128x%d tiles, %d tiles x %d k-steps, %d stream-k tiles, %d CTAs",
-           plan_kind(pl), pl.swap ? "swap-AB" : "A-B", pl.bn, pl.s.tiles_p * pl.s.tiles_q, pl.s.KT,
+  snprintf(buf, sizeof buf, "%s, %s, %dx%d tiles, %d tiles x %d k-steps, %d stream-k tiles, %d CTAs",
+           plan_kind(pl), pl.swap ? "swap-AB" : "A-B", pl.s.pm, pl.bn, pl.s.tiles_p * pl.s.tiles_q, pl.s.KT,
            pl.s.sk_tiles, pl.grid);
   return buf;
 }

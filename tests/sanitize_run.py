@@ -28,8 +28,9 @@ TOOLS = ("memcheck", "racecheck", "synccheck")
 # Limits need 16-byte rows (tensor-core cp.async, TMA) are sanitized too, not just refused.
 SHAPES = [(67, 45, 77), (129, 131, 135), (67, 45, 72), (67, 40, 72), (129, 136, 136)]
 # Stages that divide K among CTAs (s14 on) also at ragged decode shapes: stream-K over all SMs
-# with partials and flags in the workspace (3 x 4100 x 4104), and a single CTA (1 x 64 x 72).
-DECODE_SHAPES = [(3, 4100, 4104), (1, 64, 72)]
+# with partials and flags in the workspace (3 x 4100 x 4104; at 40 tokens CUDA s14's 64-row
+# weight tiles, stream-K across them), and a single CTA (1 x 64 x 72).
+DECODE_SHAPES = [(3, 4100, 4104), (40, 4100, 4104), (1, 64, 72)]
 
 
 def child(family: str, stem: str, precision: str) -> int:
