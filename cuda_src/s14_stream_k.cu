@@ -6,7 +6,7 @@
 // Why:    decode (x @ W.T, M <= 256) streams the weight once: at N = 4096, 32 tiles of 128 weight
 //         rows keep s13 on 32 of 132 SMs (~30% of the copy rate). Two splits of K put 64 SMs on
 //         it (~70%); each further split adds a partial's round trip (64 KB per CTA at M = 128).
-//         NT, M = 64-128: 64-row weight tiles (consumers on the token halves) give 128 CTAs.
+//         NT, M = 33-128, few weight rows: 64-row tiles (consumers on the token halves), 2x CTAs.
 //         Swapped, tokens take wgmma's 16..128-wide N side; as its 64-row side, x (1..128 rows)
 //         would waste up to 98% of every wgmma and of the tile's SM.
 // Expect: ~2.3x s13, ~100% of cuBLAS at M = 16, N = K = 4096 bf16; = s13 at 4096^3
