@@ -6,7 +6,7 @@
 // Why:    decode (x @ W.T, M <= 256) streams the weight once: at N = 4096, 32 tiles of 128 weight
 //         rows keep s13 on 32 of 132 SMs (~30% of the copy rate). Two splits of K put 64 SMs on
 //         it (~70%); each further split adds a partial's round trip (64 KB per CTA at M = 128).
-//         NT, M = 33-128, few weight rows: 64-row tiles (consumers on the token halves), 2x CTAs.
+//         NT, few tiles (swapped M = 33-128; M <= 256): 64-row P tiles, consumers on Q's halves.
 //         Swapped, tokens take wgmma's 16..128-wide N side; as its 64-row side, x (1..128 rows)
 //         would waste up to 98% of every wgmma and of the tile's SM.
 // Expect: ~2.3x s13, ~100% of cuBLAS at M = 16, N = K = 4096 bf16; = s13 at 4096^3
@@ -61,10 +61,12 @@ constexpr int MIN_ITERS = 4;         // k-steps per split at least
 constexpr float DP_MIN_EFF = 0.9f;   // more tiles than SMs: tiles / (waves x SMs) below this
                                      // makes the last two waves hybrid
 constexpr int MAX_BN = 256;          // widest tile: bounds a partial (64 x 256 fp32 per consumer)
-constexpr int NARROW_PM = 64;        // swapped NT, BN >= 64, where even 64-row weight tiles are
-                                     // split over K: 64 rows per CTA, the consumers on the two
-                                     // token halves (twice the CTAs on the weight; M = 64-128 x
-                                     // 4096 x 4096: 0.77 -> 0.81-0.84, 0.68 -> 0.77-0.81 of cuBLAS)
+constexpr int NARROW_PM = 64;        // NT where even 64-row P tiles are split over K: 64 rows
+                                     // per CTA, the consumers on the two halves of Q (swapped,
+                                     // M = 33-128: twice the CTAs on the weight, 4096 x 4096 at
+                                     // M = 64-128: 0.77 -> 0.81, 0.68 -> 0.77 of cuBLAS; not
+                                     // swapped, M = 129-256: half the splits, fewer partials)
+constexpr int NARROW_AB_MAX_M = 256;
 constexpr int NARROW_STAGES = 12;    // its ring: 12 x 16 KB at BN = 64, 9 x 24 KB at 128
 static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
 static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
@@ -90,14 +92,14 @@ constexpr int ksub_for(bool swap, int bn) {
   return ks;
 }
 
-// PM: P rows per tile. BM = two consumers x 64 rows; 64 (narrow, swapped NT only) = both
-// consumers on the same 64 weight rows, each on its own half of the BN tokens.
+// PM: P rows per tile. BM = two consumers x 64 rows; 64 (narrow, NT only) = both consumers on
+// the same 64 P rows, each on its own half of the BN Q rows.
 template <bool SWAP, int BN, int KS, int PM = BM>
 struct Cfg {
   static constexpr int Q_TILE = BN * BK;             // one BN x 64 Q box
   static constexpr int P_STAGE = KS * PM * BK, Q_STAGE = KS * Q_TILE;
   static constexpr int QN = PM == BM ? BN : BN / 2;  // Q rows of one consumer (its wgmma N)
-  static_assert(PM == BM || (PM == 64 && SWAP && QN % 16 == 0), "narrow P: swapped, QN a wgmma N >= 16");
+  static_assert(PM == BM || (PM == 64 && QN % 16 == 0), "narrow P: QN a wgmma N >= 16");
   static constexpr int STAGE_BYTES = (P_STAGE + Q_STAGE) * 2;
   // C staging for the TMA-store epilogue; the swapped epilogue writes C^T from registers.
   static constexpr int C_BYTES = SWAP ? 0 : CONSUMERS * C_BUFS * C_CHUNK * 2;
@@ -356,7 +358,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
         const bool issuer = t == 0;
         const uint32_t buf0 = hopper::smem_u32(sC + cw * C_BUFS * C_CHUNK);
 #pragma unroll
-        for (int q = 0; q < BN / C_BOX; ++q) {
+        for (int q = 0; q < QN / C_BOX; ++q) {
           const uint32_t buf = buf0 + (q % C_BUFS) * C_CHUNK * 2;
           if (issuer) hopper::bulk_wait_read<C_BUFS - 1>();
           hopper::named_bar_sync(1 + cw, 128);
@@ -375,13 +377,13 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
           hopper::named_bar_sync(1 + cw, 128);
           if (issuer) {
             hopper::tma_store_2d(&tmap_c, sC + cw * C_BUFS * C_CHUNK + (q % C_BUFS) * C_CHUNK,
-                                 q0 + q * C_BOX, p0 + cw * WG_M);
+                                 q0 + (PM == BM ? 0 : cw * QN) + q * C_BOX, p0 + (PM == BM ? cw * WG_M : 0));
             hopper::bulk_commit();
           }
         }
       } else {
-        hopper::store_acc<T, BN>(acc, p, p0 + cw * WG_M + warp * 16 + lane / 4,
-                                 q0 + 2 * (lane % 4), vec2_ok);
+        hopper::store_acc<T, QN>(acc, p, p0 + (PM == BM ? cw * WG_M : 0) + warp * 16 + lane / 4,
+                                 q0 + (PM == BM ? 0 : cw * QN) + 2 * (lane % 4), vec2_ok);
       }
     }
     if (!SWAP && tma_store && t == 0) hopper::bulk_wait_all<0>();
@@ -406,8 +408,8 @@ inline int swap_bn(int M, int q_min) {
 }
 
 // The heuristic. force_*: -1 / 0 = decide here (for measuring other choices, see launch_with).
-//   tiles: 128 rows of P, or NARROW_PM (swapped NT, BN 64-128) where even 64-row tiles are too
-//     few for data-parallel;
+//   tiles: 128 rows of P, or NARROW_PM (NT; swapped with BN 64-128, or not swapped with
+//     M <= NARROW_AB_MAX_M) where even 64-row tiles are too few for data-parallel;
 //   tiles >= SMs: data-parallel (s13) if the last wave is full enough (DP_MIN_EFF), else hybrid:
 //     all but two waves data-parallel, the rest (1-2 tiles per SM) stream-K over every SM;
 //   tiles >= DP_MIN_FILL x SMs: data-parallel, one tile per CTA;
@@ -425,8 +427,10 @@ Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int forc
   pl.bn = pl.swap ? swap_bn(p.M, a_mn ? MN_Q_MIN : 16) : 256;
   pl.ks = ksub_for(pl.swap, pl.bn);
   Schedule& s = pl.s;
-  const bool narrow = pl.swap && p.layout == gemm::Layout::NT && pl.bn >= 64 && pl.bn <= 128 &&
-                      gemm::cdiv(p.N, NARROW_PM) < DP_MIN_FILL * sms;
+  const bool narrow =
+      p.layout == gemm::Layout::NT &&
+      (pl.swap ? pl.bn >= 64 && pl.bn <= 128 && gemm::cdiv(p.N, NARROW_PM) < DP_MIN_FILL * sms
+               : p.M <= NARROW_AB_MAX_M && gemm::cdiv(p.M, NARROW_PM) * gemm::cdiv(p.N, pl.bn) < DP_MIN_FILL * sms);
   s.pm = narrow ? NARROW_PM : BM;
   s.tiles_p = gemm::cdiv(pl.swap ? p.N : p.M, s.pm);
   s.tiles_q = gemm::cdiv(pl.swap ? p.M : p.N, pl.bn);
@@ -507,7 +511,7 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   // [K][rows], boxes of 64 x 64), whichever role it takes: P = B (W) swapped, else A.
   CUtensorMap tp, tq;
   cudaError_t e = SWAP ? hopper::make_tmap_operand(&tp, p.B, Mj::B_MN, p.N, p.K, p.ldb, PM)
-                       : hopper::make_tmap_operand(&tp, p.A, Mj::A_MN, p.M, p.K, p.lda, BM);
+                       : hopper::make_tmap_operand(&tp, p.A, Mj::A_MN, p.M, p.K, p.lda, PM);
   if (e != cudaSuccess) return e;
   e = SWAP ? hopper::make_tmap_operand(&tq, p.A, Mj::A_MN, p.M, p.K, p.lda, BN)
            : hopper::make_tmap_operand(&tq, p.B, Mj::B_MN, p.N, p.K, p.ldb, BN);
@@ -528,7 +532,11 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
 // One instantiation per layout (common/layouts.cuh): NT's kernels are the code they always were.
 template <typename T, gemm::Layout L>
 cudaError_t launch_layout(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, cudaStream_t stream) {
-  if (!pl.swap) return run<T, L, false, 256>(p, pl, ws, stream);
+  if (!pl.swap) {
+    if constexpr (L == gemm::Layout::NT)
+      if (pl.s.pm == NARROW_PM) return run<T, L, false, 256, NARROW_PM>(p, pl, ws, stream);
+    return run<T, L, false, 256>(p, pl, ws, stream);
+  }
   // An MN-major Q (TN) never gets 16 or 32 from make_plan: those cases fold onto the 64-wide
   // kernel, so no narrow MN-major Q tile is ever instantiated.
   constexpr int Q_MIN = Roles<L, true>::Q_MN ? MN_Q_MIN : 16;
