@@ -57,7 +57,13 @@ constexpr float DP_MIN_FILL = 0.6f;  // tiles >= 60% of the SMs: data-parallel (
                                      // stream-K over 132 was 0-14% slower there)
 constexpr float SPLIT_FILL_SWAP = 0.5f;  // split until ~half the SMs stream (2 x 32 tiles beat
                                      // 3x and 4x: each extra split costs a partial's round trip)
-constexpr int MIN_ITERS = 4;         // k-steps per split at least
+constexpr int MIN_ITERS = 4;         // k-steps per split at least (swapped: 64 x BN partials)
+constexpr int MIN_ITERS_AB = 16;     // not swapped (128 x 256 partials): 1024^3 split 4 ways was
+                                     // 0.42 of cuBLAS against s13's 0.50, 512^3 0.38 vs 0.49
+constexpr float SK_L2_FILL = 0.9f;   // hybrid/stream-K only while the shared tiles' operands fit
+                                     // in L2: their CTAs sweep K out of step, so a bigger set is
+                                     // re-read from HBM (1024 x 11008 x 4096: 65 MB, 0.58 of
+                                     // cuBLAS against data-parallel's 0.92; 2048 x: 38 MB, gains)
 constexpr float DP_MIN_EFF = 0.9f;   // more tiles than SMs: tiles / (waves x SMs) below this
                                      // makes the last two waves hybrid
 constexpr int MAX_BN = 256;          // widest tile: bounds a partial (64 x 256 fp32 per consumer)
@@ -407,20 +413,30 @@ inline int swap_bn(int M, int q_min) {
   return bn < q_min ? q_min : bn;
 }
 
+// Bytes of operand tiles that the first n tiles (grouped order) read over all of K: stream-K
+// CTAs work on them at different k at once, so all of it is live in L2.
+inline double sk_bytes(const Schedule& s, int n, int bn, int K, int elem) {
+  const int rows = min(s.tiles_p, GROUP_M);
+  const int dq = min(s.tiles_q, gemm::cdiv(n, rows));
+  const int dp = min(s.tiles_p, rows * gemm::cdiv(n, rows * s.tiles_q));
+  return (static_cast<double>(dp) * s.pm + static_cast<double>(dq) * bn) * K * elem;
+}
+
 // The heuristic. force_*: -1 / 0 = decide here (for measuring other choices, see launch_with).
 //   tiles: 128 rows of P, or NARROW_PM (NT; swapped with BN 64-128, or not swapped with
 //     M <= NARROW_AB_MAX_M) where even 64-row tiles are too few for data-parallel;
 //   tiles >= SMs: data-parallel (s13) if the last wave is full enough (DP_MIN_EFF), else hybrid:
-//     all but two waves data-parallel, the rest (1-2 tiles per SM) stream-K over every SM;
+//     all but two waves data-parallel, the rest (1-2 tiles per SM) stream-K over every SM, if
+//     those tiles' operands fit in SK_L2_FILL of the L2 (l2_bytes; else data-parallel);
 //   tiles >= DP_MIN_FILL x SMs: data-parallel, one tile per CTA;
 //   fewer: S splits of each tile's k-steps, S = round(target / tiles) with target = SMs / 2
 //     swapped (memory-bound: half the SMs stream the weight) or all SMs not swapped, S >= 2,
-//     tiles x S <= SMs, >= MIN_ITERS k-steps per split. Split-K when S divides the k-steps,
-//     else the same ranges cross tile boundaries (stream-K over tiles x S CTAs); if no S fits,
-//     stream-K over all SMs.
+//     tiles x S <= SMs, >= MIN_ITERS (not swapped: MIN_ITERS_AB) k-steps per split. Split-K
+//     when S divides the k-steps, else the same ranges cross tile boundaries (stream-K over
+//     tiles x S CTAs); if no S fits, stream-K over all SMs.
 template <typename T>
 Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int force_sk = -1,
-               int force_grid = 0) {
+               int force_grid = 0, double l2_bytes = 0) {
   Plan pl;
   pl.swap = force_swap >= 0 ? force_swap != 0 : p.M <= SWAP_MAX_M;
   const bool a_mn = p.layout == gemm::Layout::TN;  // swapped, Q = A: M-major in TN (Roles)
@@ -442,11 +458,14 @@ Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int forc
     grid = force_grid > 0 ? min(force_grid, sms) : sms;
   } else if (tiles >= sms) {
     const int waves = gemm::cdiv(tiles, sms);
-    if (tiles < DP_MIN_EFF * waves * sms) sk = tiles - (waves - 2) * sms;  // hybrid
+    const int hy = tiles - (waves - 2) * sms;
+    if (tiles < DP_MIN_EFF * waves * sms && sk_bytes(s, hy, pl.bn, p.K, sizeof(T)) <= SK_L2_FILL * l2_bytes)
+      sk = hy;  // hybrid
   } else if (tiles < DP_MIN_FILL * sms) {
     const float target = pl.swap ? SPLIT_FILL_SWAP * sms : sms;
-    const int S = min(max(2, static_cast<int>(target / tiles + 0.5f)), min(sms / tiles, s.KT / MIN_ITERS));
-    const int g = S >= 2 ? tiles * S : min(sms, s.KT * tiles / MIN_ITERS);
+    const int min_iters = pl.swap ? MIN_ITERS : MIN_ITERS_AB;
+    const int S = min(max(2, static_cast<int>(target / tiles + 0.5f)), min(sms / tiles, s.KT / min_iters));
+    const int g = S >= 2 ? tiles * S : min(sms, s.KT * tiles / min_iters);
     if (g > tiles) {
       sk = tiles;
       grid = g;
@@ -571,11 +590,20 @@ inline int current_sms() {
   return cudaGetDevice(&dev) == cudaSuccess ? hopper::sm_count(dev) : 0;
 }
 
+// L2 bytes of the current device, read once per device (0 if the query fails: no hybrid).
+inline double current_l2() {
+  static int l2[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (!l2[dev] && cudaDeviceGetAttribute(&l2[dev], cudaDevAttrL2CacheSize, dev) != cudaSuccess) l2[dev] = 0;
+  return l2[dev];
+}
+
 template <typename T>
 cudaError_t launch_t(const gemm::Problem<T>& p, cudaStream_t stream) {
   const int sms = current_sms();
   if (!sms) return cudaErrorInvalidDevice;
-  return launch_plan(p, make_plan(p, sms), stream);
+  return launch_plan(p, make_plan(p, sms, -1, -1, 0, current_l2()), stream);
 }
 
 // For measuring other decompositions than the heuristic's: swap 0/1, sk_tiles (0 = data-
@@ -584,7 +612,7 @@ template <typename T>
 cudaError_t launch_with_t(const gemm::Problem<T>& p, cudaStream_t stream, int swap, int sk_tiles, int grid) {
   const int sms = current_sms();
   if (!sms) return cudaErrorInvalidDevice;
-  return launch_plan(p, make_plan(p, sms, swap, sk_tiles, grid), stream);
+  return launch_plan(p, make_plan(p, sms, swap, sk_tiles, grid, current_l2()), stream);
 }
 
 // What launch() does with p on the current device, e.g. "split-k, swap-AB, 128x16 tiles,
@@ -594,7 +622,7 @@ const char* decomposition_t(const gemm::Problem<T>& p) {
   thread_local char buf[160];
   const int sms = current_sms();
   if (!sms) return "unknown (no CUDA device)";
-  const Plan pl = make_plan(p, sms);
+  const Plan pl = make_plan(p, sms, -1, -1, 0, current_l2());
   snprintf(buf, sizeof buf, "%s, %s, %dx%d tiles, %d tiles x %d k-steps, %d stream-k tiles, %d CTAs",
            plan_kind(pl), pl.swap ? "swap-AB" : "A-B", pl.s.pm, pl.bn, pl.s.tiles_p * pl.s.tiles_q, pl.s.KT,
            pl.s.sk_tiles, pl.grid);
