@@ -13,8 +13,8 @@ Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1)
         a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
         sums its pieces in program order. Workspace per device, grown and reused: 256 KB of
-        counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. M > 64
-        with >= 40 s13 tiles and beta == 0 runs s13 itself (data-parallel)
+        counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. With
+        beta == 0, M > 64 with >= 40 s13 tiles or M > 128 with < 16 K steps a program runs s13
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s14_stream_k.cu
 Log:    docs/stages/s14_stream_k.md
@@ -57,6 +57,8 @@ WAVE_FILL = 0.9
 WAVE_MAX_M = 256
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
+SPLIT_MIN_STEPS = 16   # M > 128: a split of fewer K steps per program runs s13 instead (beta == 0;
+                       # 256^3-1024^3 split 2 ways or more: 0.28-0.60x cuBLAS, s13 0.49-0.70x)
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,8 @@ def plan(M, N, K, num_sms, beta=0.0):
     # beta != 0 stays here where it can (s13 failed a beta != 0 check at 2048x4096x4096, see the
     # log), unless the counters or int32 iteration indices would overflow
     fits = tiles <= COUNTERS and (tiles * triton.cdiv(K, bk) + 1) * own.programs < 2**31
-    if M > 64 and triton.cdiv(M, 128) * triton.cdiv(N, 256) >= S13_TILES and (beta == 0 or not fits):
+    short = M > 128 and tiles < own.programs and tiles * triton.cdiv(K, bk) < SPLIT_MIN_STEPS * own.programs
+    if M > 64 and (triton.cdiv(M, 128) * triton.cdiv(N, 256) >= S13_TILES or short) and (beta == 0 or not fits):
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)
     if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
