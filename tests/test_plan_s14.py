@@ -1,0 +1,105 @@
+"""CUDA s14's host-side plan (make_plan in cuda_src/s14_stream_k.cu) without a GPU: a small host
+program compiled by nvcc prints the decomposition of each shape for an H100 (132 SMs, 50 MiB of
+L2), and the tests check the heuristic's rules and that the GPU suite's decode shapes take the
+decompositions its docstrings name (a heuristic change that moves them fails here, on CPU)."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import gemm_checks as gc
+from study import build
+from study.registry import find
+
+SMS, L2 = 132, 50 * 2**20
+PROGRAM = r"""
+#include <cstdio>
+#include <cstdlib>
+#include "%(path)s"
+int main(int argc, char** argv) {
+  for (int i = 1; i + 4 < argc + 1; i += 4) {
+    const int M = atoi(argv[i]), N = atoi(argv[i + 1]), K = atoi(argv[i + 2]);
+    const double l2 = atof(argv[i + 3]);
+    gemm::Problem<__nv_bfloat16> p{nullptr, nullptr, nullptr, M, N, K, K, K, N, 1.f, 0.f, gemm::Layout::NT};
+    const auto pl = s14_stream_k::make_plan(p, %(sms)d, -1, -1, 0, l2);
+    printf("%%d %%d %%d %%.0f %%s %%d %%d %%d %%d %%d\n", M, N, K, l2, s14_stream_k::plan_kind(pl), pl.swap,
+           pl.s.pm, pl.bn, pl.s.sk_tiles, pl.grid);
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    """plans(shapes, l2=L2) -> {(M, N, K): (kind, swapped, P rows, BN, stream-K tiles, CTAs)}."""
+    stage = find("cuda", "s14")
+    d = tmp_path_factory.mktemp("plan_s14")
+    src, exe = d / "plan.cu", d / "plan"
+    src.write_text(PROGRAM % {"path": stage.path, "sms": SMS})
+    # PTX only for the kernels (the program runs host code alone): seconds, not a full build
+    cmd = ["nvcc", *build.NVCC_FLAGS, *build.TORCH_NVCC_DEFINES, "-gencode=arch=compute_90a,code=compute_90a",
+           f"-I{build.CUDA_DIR}", "-o", str(exe), str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def run(shapes, l2=L2):
+        args = [str(v) for (m, n, k) in shapes for v in (m, n, k, l2)]
+        out = subprocess.run([str(exe), *args], capture_output=True, text=True, check=True).stdout
+        res = {}
+        for line in out.splitlines():
+            m, n, k, _, kind, swap, pm, bn, sk, grid = line.split()
+            res[(int(m), int(n), int(k))] = (kind, bool(int(swap)), int(pm), int(bn), int(sk), int(grid))
+        return res
+    return run
+
+
+def test_decode_plans(plans):
+    """The decode division: two splits of 128-row weight tiles at M <= 16, 64-row tiles (consumers on
+    the token halves) at M = 33-128, 64-row token tiles (consumers on the weight's halves) at
+    M = 129-256; 128 CTAs at N = 4096."""
+    got = plans([(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096),
+                 (256, 11008, 4096)])
+    assert got[(1, 4096, 4096)] == ("split-k", True, 128, 16, 32, 64)
+    assert got[(16, 4096, 4096)] == ("split-k", True, 128, 16, 32, 64)
+    assert got[(64, 4096, 4096)] == ("split-k", True, 64, 64, 64, 128)
+    assert got[(128, 4096, 4096)] == ("split-k", True, 64, 128, 64, 128)
+    assert got[(256, 4096, 4096)] == ("split-k", False, 64, 256, 64, 128)
+    assert got[(256, 11008, 4096)] == ("data-parallel", False, 128, 256, 0, 86)   # 2 x 43 tiles: no split
+
+
+def test_hybrid_only_while_its_tiles_fit_in_l2(plans):
+    """Stream-K CTAs sweep their tiles' K out of step, so the hybrid's stream-K part is taken only
+    while those tiles' operands fit in 90% of the L2: 38 MB at 2048 x 11008 x 4096, 65 MB at M = 1024."""
+    got = plans([(2048, 11008, 4096), (1024, 11008, 4096), (1024, 14336, 4096)])
+    assert got[(2048, 11008, 4096)][:2] == ("hybrid", False)
+    assert got[(1024, 11008, 4096)][0] == "data-parallel"
+    assert got[(1024, 14336, 4096)][0] == "data-parallel"
+    big = plans([(1024, 11008, 4096)], l2=128 * 2**20)   # the same shape on a GPU with a 128 MiB L2
+    assert big[(1024, 11008, 4096)][0] == "hybrid"
+    none = plans([(2048, 11008, 4096)], l2=0)            # L2 size unknown: never hybrid
+    assert none[(2048, 11008, 4096)][0] == "data-parallel"
+
+
+def test_no_short_unswapped_splits(plans):
+    """Unswapped splits keep >= 16 k-steps (a 128 x 256 fp32 partial's round trip): the small
+    squares run data-parallel as s13 does."""
+    got = plans([(512, 512, 512), (1000, 1000, 1000), (1024, 1024, 1024)])
+    for shape, plan in got.items():
+        assert plan[0] == "data-parallel" and plan[4] == 0, (shape, plan)
+
+
+def test_gpu_suite_shapes_take_their_decompositions(plans):
+    """tests/test_gpu.py's decode shapes cover each decomposition of the CUDA stage (NT): equal
+    splits, stream-K swapped and not (ranges crossing tiles), both kinds of 64-row tiles, hybrid,
+    a single CTA."""
+    N, K = gc.DECODE_NK
+    got = plans(list(gc.DECODE_EXTRA) + [(M, N, K) for M in gc.DECODE_MS])
+    kinds = {plan[:3] for plan in got.values()}
+    assert ("split-k", True, 128) in kinds
+    assert ("stream-k", True, 128) in kinds          # M = 3 x 4100 x 4104
+    assert ("stream-k", True, 64) in kinds           # M = 40-128: 64-row weight tiles
+    assert ("stream-k", False, 64) in kinds          # M = 256: 64-row token tiles
+    assert ("stream-k", False, 128) in kinds         # 300 x 1000 x 2056
+    assert ("hybrid", False, 128) in kinds           # 1100 x 8192 x 136
+    assert got[(1, 64, 72)][0] == "data-parallel" and got[(1, 64, 72)][5] == 1
