@@ -103,3 +103,25 @@ def test_gpu_suite_shapes_take_their_decompositions(plans):
     assert ("stream-k", False, 128) in kinds         # 300 x 1000 x 2056
     assert ("hybrid", False, 128) in kinds           # 1100 x 8192 x 136
     assert got[(1, 64, 72)][0] == "data-parallel" and got[(1, 64, 72)][5] == 1
+
+
+@pytest.fixture(scope="module")
+def triton_s14():
+    from study.kernels import _load_triton_module
+
+    return _load_triton_module(find("triton", "s14"))
+
+
+def test_triton_plan_rules(triton_s14):
+    """Triton s14's plan(): one wave of token tiles at M = 64-256 against N = 4096; s13 itself where
+    a split would leave fewer than 16 K steps per program (M > 128, beta == 0), its own division
+    with beta != 0; split-K at decode sizes."""
+    plan = triton_s14.plan
+    assert plan(256, 4096, 4096, SMS).name == "data-parallel" and plan(256, 4096, 4096, SMS).programs == 128
+    assert plan(128, 4096, 4096, SMS).name == "data-parallel"
+    assert plan(16, 4096, 4096, SMS).name == "split-k"
+    for n in (256, 512, 1000, 1024):
+        assert plan(n, n, n, SMS).name == "data-parallel (s13)", n
+        assert plan(n, n, n, SMS, beta=0.5).name != "data-parallel (s13)", n
+    p = plan(256, 4100, 4104, SMS)   # the GPU suite's M = 256 decode shape: 33 x 4 tiles, one wave
+    assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", 132, 128, 64)
