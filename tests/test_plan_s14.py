@@ -18,7 +18,7 @@ PROGRAM = r"""
 #include <cstdlib>
 #include "%(path)s"
 int main(int argc, char** argv) {
-  for (int i = 1; i + 4 < argc + 1; i += 4) {
+  for (int i = 1; i + 3 < argc; i += 4) {  // M N K l2, repeated
     const int M = atoi(argv[i]), N = atoi(argv[i + 1]), K = atoi(argv[i + 2]);
     const double l2 = atof(argv[i + 3]);
     gemm::Problem<__nv_bfloat16> p{nullptr, nullptr, nullptr, M, N, K, K, K, N, 1.f, 0.f, gemm::Layout::NT};
