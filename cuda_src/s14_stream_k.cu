@@ -7,6 +7,7 @@
 //         rows keep s13 on 32 of 132 SMs (~30% of the copy rate). Two splits of K put 64 SMs on
 //         it (~70%); each further split adds a partial's round trip (64 KB per CTA at M = 128).
 //         NT, few tiles (swapped M = 33-128; M <= 256): 64-row P tiles, consumers on Q's halves.
+//         NT, M = 65-256, K <= 4096: x unswapped, one wave of 64-168-row weight tiles.
 //         Swapped, tokens take wgmma's 16..128-wide N side; as its 64-row side, x (1..128 rows)
 //         would waste up to 98% of every wgmma and of the tile's SM.
 // Expect: ~1.0x cuBLAS at M <= 16, 0.77-1.02x at M <= 256 (bf16 NT, graph-timed); = s13 at 4096^3
@@ -74,6 +75,14 @@ constexpr int NARROW_PM = 64;        // NT where even 64-row P tiles are split o
                                      // swapped, M = 129-256: half the splits, fewer partials)
 constexpr int NARROW_AB_MAX_M = 256;
 constexpr int NARROW_STAGES = 12;    // its ring: 12 x 16 KB at BN = 64, 9 x 24 KB at 128
+// One-wave weight tiles (NT, 64 < M <= 256, K <= 64 k-steps): not swapped, x in 128-row tiles and
+// the weight in tiles of the narrowest of these widths that give at most one tile per SM, if that
+// fills >= WAVE_MIN_FILL of them (cuBLAS's widths: 128 x 11008 x 4096 at 88 wide 0.94 -> 0.99 of
+// cuBLAS, 128 x 14336 at 112 0.93 -> 0.97, 256 x 4096 x 4096 at 64 0.83 -> 0.92). Not at M <= 64
+// (half the tile idle: no gain), not past 64 k-steps (256 x 4096 x 11008: 0.94 vs split 1.03).
+constexpr int WAVE_BN[] = {64, 88, 112, 168};
+constexpr float WAVE_MIN_FILL = 0.9f;
+constexpr int WAVE_MAX_KT = 64;
 static_assert(WG_M == 64, "each consumer warpgroup covers exactly one wgmma M of 64 rows");
 static_assert(BK * 2 == 128, "a tile row must be exactly one 128-byte swizzle line (BK = 64)");
 static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536,
@@ -108,12 +117,13 @@ struct Cfg {
   static_assert(PM == BM || (PM == 64 && QN % 16 == 0), "narrow P: QN a wgmma N >= 16");
   static constexpr int STAGE_BYTES = (P_STAGE + Q_STAGE) * 2;
   // C staging for the TMA-store epilogue; the swapped epilogue writes C^T from registers.
-  static constexpr int C_BYTES = SWAP ? 0 : CONSUMERS * C_BUFS * C_CHUNK * 2;
+  // (odd widths, QN not whole 64-wide boxes, store from registers: no staging)
+  static constexpr int C_BYTES = SWAP || QN % C_BOX ? 0 : CONSUMERS * C_BUFS * C_CHUNK * 2;
   static constexpr int FIT = (SMEM_LIMIT - 1024 - C_BYTES) / STAGE_BYTES;
   static constexpr int CAP = PM == BM ? MAX_STAGES : NARROW_STAGES;
   static constexpr int STAGES = FIT < CAP ? FIT : CAP;  // 4 at BN = 256 (= s13)
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + 1024;
-  static_assert(BN % 16 == 0 && BN <= MAX_BN, "wgmma N: a multiple of 16 up to 256 here");
+  static_assert(BN % 8 == 0 && BN <= MAX_BN, "wgmma N: a multiple of 8 up to 256");
   static_assert((Q_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
   static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring (+ C staging) must fit in 227 KB");
 };
@@ -422,6 +432,17 @@ inline double sk_bytes(const Schedule& s, int n, int bn, int K, int elem) {
   return (static_cast<double>(dp) * s.pm + static_cast<double>(dq) * bn) * K * elem;
 }
 
+// One-wave weight tile width (WAVE_BN) for p, or 0 where the rule does not apply.
+template <typename T>
+int wave_bn(const gemm::Problem<T>& p, int sms) {
+  if (p.layout != gemm::Layout::NT || p.M <= 64 || p.M > 256 || gemm::cdiv(p.K, BK) > WAVE_MAX_KT) return 0;
+  for (int bn : WAVE_BN) {
+    const int tiles = gemm::cdiv(p.M, BM) * gemm::cdiv(p.N, bn);
+    if (tiles <= sms) return tiles >= WAVE_MIN_FILL * sms ? bn : 0;
+  }
+  return 0;
+}
+
 // The heuristic. force_*: -1 / 0 = decide here (for measuring other choices, see launch_with).
 //   tiles: 128 rows of P, or NARROW_PM (NT; swapped with BN 64-128, or not swapped with
 //     M <= NARROW_AB_MAX_M) where even 64-row tiles are too few for data-parallel;
@@ -438,6 +459,13 @@ template <typename T>
 Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int force_sk = -1,
                int force_grid = 0, double l2_bytes = 0) {
   Plan pl;
+  if (force_swap < 0 && force_sk < 0 && (pl.bn = wave_bn(p, sms))) {
+    pl.swap = false;
+    pl.ks = 1;
+    pl.s = Schedule{gemm::cdiv(p.M, BM), gemm::cdiv(p.N, pl.bn), gemm::cdiv(p.K, BK), 0, 0, BM};
+    pl.grid = pl.s.tiles_p * pl.s.tiles_q;
+    return pl;
+  }
   pl.swap = force_swap >= 0 ? force_swap != 0 : p.M <= SWAP_MAX_M;
   const bool a_mn = p.layout == gemm::Layout::TN;  // swapped, Q = A: M-major in TN (Roles)
   pl.bn = pl.swap ? swap_bn(p.M, a_mn ? MN_Q_MIN : 16) : 256;
@@ -535,7 +563,7 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   e = SWAP ? hopper::make_tmap_operand(&tq, p.A, Mj::A_MN, p.M, p.K, p.lda, BN)
            : hopper::make_tmap_operand(&tq, p.B, Mj::B_MN, p.N, p.K, p.ldb, BN);
   if (e != cudaSuccess) return e;
-  const int tma_store = !SWAP && p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 &&
+  const int tma_store = !SWAP && S::QN % C_BOX == 0 && p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 &&
                         (p.M == 1 || p.ldc % 8 == 0);
   CUtensorMap tc = {};
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
@@ -552,8 +580,16 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
 template <typename T, gemm::Layout L>
 cudaError_t launch_layout(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, cudaStream_t stream) {
   if (!pl.swap) {
-    if constexpr (L == gemm::Layout::NT)
+    if constexpr (L == gemm::Layout::NT) {
       if (pl.s.pm == NARROW_PM) return run<T, L, false, 256, NARROW_PM>(p, pl, ws, stream);
+      switch (pl.bn) {  // one-wave widths (WAVE_BN)
+        case 64: return run<T, L, false, 64>(p, pl, ws, stream);
+        case 88: return run<T, L, false, 88>(p, pl, ws, stream);
+        case 112: return run<T, L, false, 112>(p, pl, ws, stream);
+        case 168: return run<T, L, false, 168>(p, pl, ws, stream);
+        default: break;
+      }
+    }
     return run<T, L, false, 256>(p, pl, ws, stream);
   }
   // An MN-major Q (TN) never gets 16 or 32 from make_plan: those cases fold onto the 64-wide

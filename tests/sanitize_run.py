@@ -29,8 +29,9 @@ TOOLS = ("memcheck", "racecheck", "synccheck")
 SHAPES = [(67, 45, 77), (129, 131, 135), (67, 45, 72), (67, 40, 72), (129, 136, 136)]
 # Stages that divide K among CTAs (s14 on) also at ragged decode shapes: stream-K over all SMs
 # with partials and flags in the workspace (3 x 4100 x 4104; at 40 tokens CUDA s14's 64-row
-# weight tiles, at 200 its 64-row token tiles, stream-K across them), and a single CTA (1 x 64 x 72).
-DECODE_SHAPES = [(3, 4100, 4104), (40, 4100, 4104), (200, 4100, 4104), (1, 64, 72)]
+# weight tiles, at 200 its 64-row token tiles, stream-K across them), its one-wave 168-row weight
+# tiles (200 x 11001 x 264), and a single CTA (1 x 64 x 72).
+DECODE_SHAPES = [(3, 4100, 4104), (40, 4100, 4104), (200, 4100, 4104), (200, 11001, 264), (1, 64, 72)]
 
 
 def child(family: str, stem: str, precision: str) -> int:

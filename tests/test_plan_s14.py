@@ -57,15 +57,31 @@ def plans(tmp_path_factory):
 def test_decode_plans(plans):
     """The decode division: two splits of 128-row weight tiles at M <= 16, 64-row tiles (consumers on
     the token halves) at M = 33-128, 64-row token tiles (consumers on the weight's halves) at
-    M = 129-256; 128 CTAs at N = 4096."""
-    got = plans([(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096),
-                 (256, 11008, 4096)])
+    M = 129-256 where no one-wave weight width fits; 128 CTAs at N = 4096."""
+    got = plans([(1, 4096, 4096), (16, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 8192)])
     assert got[(1, 4096, 4096)] == ("split-k", True, 128, 16, 32, 64)
     assert got[(16, 4096, 4096)] == ("split-k", True, 128, 16, 32, 64)
     assert got[(64, 4096, 4096)] == ("split-k", True, 64, 64, 64, 128)
     assert got[(128, 4096, 4096)] == ("split-k", True, 64, 128, 64, 128)
-    assert got[(256, 4096, 4096)] == ("split-k", False, 64, 256, 64, 128)
-    assert got[(256, 11008, 4096)] == ("data-parallel", False, 128, 256, 0, 86)   # 2 x 43 tiles: no split
+    assert got[(256, 4096, 8192)] == ("split-k", False, 64, 256, 64, 128)   # 128 k-steps: no wave tiles
+
+
+def test_one_wave_weight_tiles(plans):
+    """NT, 64 < M <= 256, K <= 4096: x in 128-row tiles, the weight in the narrowest of 64, 88, 112
+    and 168 rows that gives one tile per SM at most, taken where that fills >= 90% of the SMs."""
+    got = plans([(256, 4096, 4096), (128, 11008, 4096), (100, 11008, 4096), (128, 14336, 4096),
+                 (256, 11008, 4096), (256, 14336, 4096), (128, 4096, 4096), (64, 11008, 4096),
+                 (128, 11008, 4160), (257, 4096, 4096)])
+    assert got[(256, 4096, 4096)] == ("data-parallel", False, 128, 64, 0, 128)
+    assert got[(128, 11008, 4096)] == ("data-parallel", False, 128, 88, 0, 126)
+    assert got[(100, 11008, 4096)] == ("data-parallel", False, 128, 88, 0, 126)
+    assert got[(128, 14336, 4096)] == ("data-parallel", False, 128, 112, 0, 128)
+    assert got[(256, 11008, 4096)] == ("data-parallel", False, 128, 168, 0, 132)
+    assert got[(256, 14336, 4096)][3] == 256      # 2 x 86 tiles at 168: more than one wave
+    assert got[(128, 4096, 4096)][1]              # 64 tiles at 64 wide: too few, swapped
+    assert got[(64, 11008, 4096)][1]              # M <= 64: swapped
+    assert got[(128, 11008, 4160)][1]             # 65 k-steps
+    assert got[(257, 4096, 4096)][3] == 256       # M > 256
 
 
 def test_hybrid_only_while_its_tiles_fit_in_l2(plans):
@@ -92,7 +108,7 @@ def test_no_short_unswapped_splits(plans):
 def test_gpu_suite_shapes_take_their_decompositions(plans):
     """tests/test_gpu.py's decode shapes cover each decomposition of the CUDA stage (NT): equal
     splits, stream-K swapped and not (ranges crossing tiles), both kinds of 64-row tiles, hybrid,
-    a single CTA."""
+    a single CTA, each one-wave weight width."""
     N, K = gc.DECODE_NK
     got = plans(list(gc.DECODE_EXTRA) + [(M, N, K) for M in gc.DECODE_MS])
     kinds = {plan[:3] for plan in got.values()}
@@ -103,6 +119,8 @@ def test_gpu_suite_shapes_take_their_decompositions(plans):
     assert ("stream-k", False, 128) in kinds         # 300 x 1000 x 2056
     assert ("hybrid", False, 128) in kinds           # 1100 x 8192 x 136
     assert got[(1, 64, 72)][0] == "data-parallel" and got[(1, 64, 72)][5] == 1
+    waves = {plan[3] for plan in got.values() if plan[:3] == ("data-parallel", False, 128)}
+    assert waves >= {64, 88, 112, 168}
 
 
 @pytest.fixture(scope="module")
