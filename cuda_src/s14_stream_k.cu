@@ -459,16 +459,11 @@ template <typename T>
 Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int force_sk = -1,
                int force_grid = 0, double l2_bytes = 0) {
   Plan pl;
-  if (force_swap < 0 && force_sk < 0 && (pl.bn = wave_bn(p, sms))) {
-    pl.swap = false;
-    pl.ks = 1;
-    pl.s = Schedule{gemm::cdiv(p.M, BM), gemm::cdiv(p.N, pl.bn), gemm::cdiv(p.K, BK), 0, 0, BM};
-    pl.grid = pl.s.tiles_p * pl.s.tiles_q;
-    return pl;
-  }
-  pl.swap = force_swap >= 0 ? force_swap != 0 : p.M <= SWAP_MAX_M;
+  // one-wave weight tiles: >= 90% of the SMs, so the rules below run them data-parallel
+  const int wave = force_swap < 0 && force_sk < 0 ? wave_bn(p, sms) : 0;
+  pl.swap = wave ? false : force_swap >= 0 ? force_swap != 0 : p.M <= SWAP_MAX_M;
   const bool a_mn = p.layout == gemm::Layout::TN;  // swapped, Q = A: M-major in TN (Roles)
-  pl.bn = pl.swap ? swap_bn(p.M, a_mn ? MN_Q_MIN : 16) : 256;
+  pl.bn = wave ? wave : pl.swap ? swap_bn(p.M, a_mn ? MN_Q_MIN : 16) : 256;
   pl.ks = ksub_for(pl.swap, pl.bn);
   Schedule& s = pl.s;
   const bool narrow =
