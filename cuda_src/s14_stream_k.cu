@@ -2,7 +2,7 @@
 //
 // Change: vs s13, CTAs share a tile's k-steps when tiles are too few for the SMs: split-K,
 //         stream-K or hybrid (data-parallel waves + stream-K rest) picked per shape, partials
-//         summed in a fixed order; M <= 128 swaps A and B (C^T = W x^T, weight rows on wgmma M).
+//         summed in a fixed order; M <= 128 swaps A and B (C^T = W x^T) unless one-wave tiles fit.
 // Why:    decode (x @ W.T, M <= 256) streams the weight once: at N = 4096, 32 tiles of 128 weight
 //         rows keep s13 on 32 of 132 SMs (~30% of the copy rate). Two splits of K put 64 SMs on
 //         it (~70%); each further split adds a partial's round trip (64 KB per CTA at M = 128).
