@@ -1,14 +1,14 @@
 """s15_fp8: FP8 e4m3 tl.dot over tensor descriptors, scales in the epilogue
 
-Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, each wgmma chain spans two K
-        blocks and is then added into the fp32 accumulator; scales in the epilogue.
+Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, wgmma chains are added into
+        fp32 accumulators: 128x256 tiles as two 128-column halves, one chain per K block each;
+        128x128 tiles, one chain per two K blocks. Scales in the epilogue.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
-        chain. Triton 3.6 on sm_90 chains over all of K (fast_accum=True keeps that); two dots,
-        then one fp32 add, promote every 256 K elements (cuBLAS: 128; error +0.5%) at half the
-        adds of one chain per block (+5-7 points per row). Promoted calls take the flattened
-        loop: Triton 3.6's warp specialisation left outputs of the two-dot chain unwritten.
-        Scales: one multiply per element (per tensor), a vector load per row / column.
-Expect: ~75% of cuBLAS FP8 promoted, ~100% with fast accumulation, at 4096^3 (H100 study)
+        chain. Triton 3.6 on sm_90 chains over all of K (fast_accum=True keeps that). A chain
+        beside a whole 128x256 accumulator spills; halves fit (2 x 64 + 64 registers) and beat
+        128x128 by 2-9% at M >= 2048. Promoted calls take the flattened loop (Triton 3.6's warp
+        specialisation left outputs unwritten). Scales: one multiply per element (per tensor).
+Expect: ~75-80% of cuBLAS FP8 promoted, ~100% with fast accumulation, at 4096^3 (H100)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
@@ -44,26 +44,33 @@ WS_CONFIGS = [
     _config(128, 256, 128, 3, 4),   # 144 KiB ring + 64 KiB C: fast accumulation
     _config(128, 128, 128, 3, 4),   # 96 KiB ring (x2 per iteration when promoted) + 32 KiB C
 ]
-# The flattened loop (C that TMA cannot store): 8 warps = 2 warpgroups of wgmma.
+# The flattened loop (C that TMA cannot store; every promoted call): 8 warps = 2 warpgroups of
+# wgmma. Promoted 128x256 tiles run as two 128-column halves (4 stages: the pointer-store epilogue
+# needs no C tile in shared memory, 196 KiB).
 FLAT_CONFIGS = [
     _config(128, 256, 128, 3, 8),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": GROUP_M}, num_stages=4, num_warps=8),
     _config(128, 128, 128, 3, 8),
 ]
 
 
 def _prune(configs, named_args, **kwargs):
-    """The configs of the loop this call runs (WS is in the autotune key); promoted chains keep
-    a second accumulator, so they take only the 128x128 tiles, and so does the flattened loop
-    with per-tensor scales (it spills at 128x256). beta != 0 into a C of unaligned rows
+    """The configs of the loop this call runs (WS is in the autotune key); promoted: 128x128
+    tiles, and 128x256 at 4 stages (two halves) where C's rows are 16-byte aligned; the
+    flattened loop with per-tensor scales and fast accumulation keeps 128x128 (it spills at
+    128x256). beta != 0 into a C of unaligned rows
     (C_VEC == 1): one stage fewer, as the layout change of the quarter-row update takes 32 KiB
     beside the ring, live across the persistent loop (262168 B > 227 KiB at 128x128x128, 3
     stages; H100, Triton 3.6). Interpreter: the first."""
     mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
     if kwargs.get("PROMOTE"):
-        mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+        # the halves' masked stores spill at C_VEC == 1 (112-352 B at 4095^2): 128x128 there
+        mine = [c for c in mine if c.kwargs["BLOCK_N"] == 128 or (c.num_stages == 4 and kwargs.get("C_VEC", 1) > 1)]
     elif not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
         # the flattened loop with scalar scales at 128x256 needs 255 registers + 432 B of spills
         mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+    else:
+        mine = [c for c in mine if c.num_stages < 4]
     mine = mine or configs
     if not kwargs.get("BETA_ZERO", True) and kwargs.get("C_VEC", 1) == 1:
         mine = [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages - 1) for c in mine]
@@ -93,6 +100,7 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
     # (FP8 wgmma reads only K-major smem operands); zero fill past M, N and K.
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [lda, 1], [BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N, BLOCK_K])
+    bh_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N // 2, BLOCK_K])
     if WS:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [ldc, 1], [BLOCK_M, BLOCK_N])
 
@@ -104,50 +112,75 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
 
-        # --- loop over K: one TMA box of A and of B per step, e4m3 wgmma from smem ----------
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
-            for ki in range(0, k_steps, 2):
-                a0 = a_desc.load([off_m, ki * BLOCK_K])
-                b0 = b_desc.load([off_n, ki * BLOCK_K])
-                a1 = a_desc.load([off_m, (ki + 1) * BLOCK_K])
-                b1 = b_desc.load([off_n, (ki + 1) * BLOCK_K])
-                part = tl.dot(a0, b0.T)
-                part = tl.dot(a1, b1.T, part)
-                acc += part
-        else:
+        # --- loop over K: TMA boxes of A and B per step, e4m3 wgmma from smem -----------------
+        if PROMOTE and BLOCK_N == 256:
+            # two 128-column halves, each with its own fp32 accumulator; a fresh chain per K block
+            # (one dot) is added into its half: 2 x 64 + 64 registers a thread (one 256-wide
+            # chain beside a 256-wide accumulator spills)
+            acc0 = tl.zeros((BLOCK_M, BLOCK_N // 2), dtype=tl.float32)
+            acc1 = tl.zeros((BLOCK_M, BLOCK_N // 2), dtype=tl.float32)
             for ki in range(k_steps):
-                a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
-                b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
-                acc = tl.dot(a, b.T, acc)
-
-        # --- epilogue: scales, alpha/beta in fp32, one rounding to C's dtype -----------------
-        offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        if SA_ROW:   # [BLOCK_M] per-row scales of A
-            row = alpha * tl.load(sa_ptr + offs_m, mask=offs_m < M, other=0.0)
+                a = a_desc.load([off_m, ki * BLOCK_K])
+                b0 = bh_desc.load([off_n, ki * BLOCK_K])
+                b1 = bh_desc.load([off_n + BLOCK_N // 2, ki * BLOCK_K])
+                acc0 += tl.dot(a, b0.T)
+                acc1 += tl.dot(a, b1.T)
+            s15_fp8_epilogue_kernel(acc0, c_ptr, c_ptr, sa_ptr, sb_ptr, off_m, off_n, M, N, ldc, alpha, beta,
+                                    BLOCK_M, BLOCK_N // 2, C_VEC, BETA_ZERO, False, SA_ROW, SB_COL)
+            s15_fp8_epilogue_kernel(acc1, c_ptr, c_ptr, sa_ptr, sb_ptr, off_m, off_n + BLOCK_N // 2, M, N, ldc,
+                                    alpha, beta, BLOCK_M, BLOCK_N // 2, C_VEC, BETA_ZERO, False, SA_ROW, SB_COL)
         else:
-            row = tl.zeros((BLOCK_M,), tl.float32) + alpha * tl.load(sa_ptr)
-        if SB_COL:   # [BLOCK_N] per-column scales of B
-            out = acc * row[:, None] * tl.load(sb_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
-        else:        # per tensor: one multiply per element
-            out = acc * (row * tl.load(sb_ptr))[:, None]
-        if WS:   # C through a TMA load (beta != 0) and a TMA store
-            if not BETA_ZERO:
-                out += beta * c_desc.load([off_m, off_n]).to(tl.float32)
-            c_desc.store([off_m, off_n], out.to(c_ptr.dtype.element_ty))
-        else:    # masked pointer stores at any ldc
-            c_rows = offs_m * ldc
-            n_lim = tl.full((BLOCK_N,), N, tl.int32)
-            if C_VEC > 1:
-                c_rows = tl.multiple_of(c_rows, C_VEC)
-                n_lim = tl.multiple_of(n_lim, C_VEC)
-            if BETA_ZERO:
-                mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
-                tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], out.to(c_ptr.dtype.element_ty), mask=mask_c)
-            else:   # a quarter of the rows at a time (the whole tile of C spilled registers)
-                update_c_in_parts(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            if PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
+                for ki in range(0, k_steps, 2):
+                    a0 = a_desc.load([off_m, ki * BLOCK_K])
+                    b0 = b_desc.load([off_n, ki * BLOCK_K])
+                    a1 = a_desc.load([off_m, (ki + 1) * BLOCK_K])
+                    b1 = b_desc.load([off_n, (ki + 1) * BLOCK_K])
+                    part = tl.dot(a0, b0.T)
+                    part = tl.dot(a1, b1.T, part)
+                    acc += part
+            else:
+                for ki in range(k_steps):
+                    a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
+                    b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
+                    acc = tl.dot(a, b.T, acc)
+            s15_fp8_epilogue_kernel(acc, c_ptr, c_desc if WS else c_ptr, sa_ptr, sb_ptr, off_m, off_n, M, N,
+                                    ldc, alpha, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO, WS, SA_ROW, SB_COL)
 
+
+@triton.jit
+def s15_fp8_epilogue_kernel(acc, c_ptr, c_desc, sa_ptr, sb_ptr, off_m, off_n, M, N, ldc, alpha, beta,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_VEC: tl.constexpr,
+                            BETA_ZERO: tl.constexpr, WS: tl.constexpr, SA_ROW: tl.constexpr,
+                            SB_COL: tl.constexpr):
+    """The [BLOCK_M, BLOCK_N] block of C at (off_m, off_n) from its fp32 sum (inlined)."""
+    # --- epilogue: scales, alpha/beta in fp32, one rounding to C's dtype -----------------
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    if SA_ROW:   # [BLOCK_M] per-row scales of A
+        row = alpha * tl.load(sa_ptr + offs_m, mask=offs_m < M, other=0.0)
+    else:
+        row = tl.zeros((BLOCK_M,), tl.float32) + alpha * tl.load(sa_ptr)
+    if SB_COL:   # [BLOCK_N] per-column scales of B
+        out = acc * row[:, None] * tl.load(sb_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
+    else:        # per tensor: one multiply per element
+        out = acc * (row * tl.load(sb_ptr))[:, None]
+    if WS:   # C through a TMA load (beta != 0) and a TMA store
+        if not BETA_ZERO:
+            out += beta * c_desc.load([off_m, off_n]).to(tl.float32)
+        c_desc.store([off_m, off_n], out.to(c_ptr.dtype.element_ty))
+    else:    # masked pointer stores at any ldc
+        c_rows = offs_m * ldc
+        n_lim = tl.full((BLOCK_N,), N, tl.int32)
+        if C_VEC > 1:
+            c_rows = tl.multiple_of(c_rows, C_VEC)
+            n_lim = tl.multiple_of(n_lim, C_VEC)
+        if BETA_ZERO:
+            mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
+            tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], out.to(c_ptr.dtype.element_ty), mask=mask_c)
+        else:   # a quarter of the rows at a time (the whole tile of C spilled registers)
+            update_c_in_parts(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC)
 
 def _tma_stores_c(c):
     """C can be a TMA store target: 16-byte aligned base and row stride, unit column stride, and
