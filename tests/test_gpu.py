@@ -305,6 +305,34 @@ def test_bad_layouts_raise(kern):
         k(a.as_strided((a.shape[0], a.shape[1]), (1, 1)), b, **kw)
 
 
+@pytest.mark.parametrize("kern", [k for k in KERNELS if k.values[0][0] == "cuda"], indirect=True)
+def test_call_from_a_fresh_thread(kern):
+    """A thread that has made no CUDA call yet (torch's autograd thread at a backward's first
+    GEMM) gets the same C as this one. CUDA s14 failed there ('invalid argument': the driver's
+    tensor-map encoder found no current context); common/hopper.cuh now binds it."""
+    import threading
+
+    k, prec, layout = kern
+    a, b, _, kw = _operands(layout, prec, 24, 24, 16)
+    dt = gc.out_dtype(k, prec)
+    here = k(a, b, torch.empty(a.shape[0], b.shape[1], device=DEV, dtype=dt), **kw)
+    there = torch.full_like(here, math.nan)
+    errors = []
+
+    def call():
+        try:
+            k(a, b, there, **kw)
+        except Exception as exc:   # reported below, in the test's own thread
+            errors.append(exc)
+
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    assert not errors, f"{k.name} {prec} {layout} from a fresh thread: {errors[0]}"
+    torch.cuda.synchronize()
+    assert torch.equal(here, there), f"{k.name} {prec} {layout}: a fresh thread's C differs"
+
+
 @pytest.mark.parametrize("kern", KERNELS, indirect=True)
 def test_empty_problems(kern):
     """M, N or K == 0 never reach the kernel: C = beta * C (K = 0), nothing (M or N = 0)."""

@@ -95,17 +95,13 @@ FP8_WGMMA(256, 128, "%128, %129", "%130")
 // or `k` arrive as zeros, which is what makes M/N/K tails exact (a zero byte is +0 in e4m3).
 inline cudaError_t make_tmap_kmajor(CUtensorMap* map, const __nv_fp8_e4m3* base, int rows, int k,
                                     int ld, int box_rows) {
-  auto encode = hopper::encode_tiled_fn();
-  if (!encode) return cudaErrorNotSupported;
+  if (!hopper::encode_tiled_fn()) return cudaErrorNotSupported;
   const uint64_t row_bytes = rows == 1 ? (uint64_t(k) + 15) / 16 * 16 : uint64_t(ld);
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {row_bytes};
   const cuuint32_t box[2] = {128, cuuint32_t(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<__nv_fp8_e4m3*>(base),
-                            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = hopper::encode_2d_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, const_cast<__nv_fp8_e4m3*>(base),
+                                             dims, strides, box);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 

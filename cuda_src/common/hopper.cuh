@@ -407,6 +407,24 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
   return fn;
 }
 
+// A 2-D SW128 tensor map (unit element strides, 256-byte L2 promotion, zero fill). The encoder
+// needs the device's context current on the calling thread: a thread that has made no CUDA call
+// yet (torch's autograd thread at a backward's first GEMM) gets CUDA_ERROR_INVALID_CONTEXT, so
+// the runtime binds the context (cudaFree(nullptr)) and the encode runs again.
+inline CUresult encode_2d_sw128(CUtensorMap* map, CUtensorMapDataType dtype, void* base, const cuuint64_t* dims,
+                                const cuuint64_t* strides, const cuuint32_t* box) {
+  auto encode = encode_tiled_fn();
+  if (!encode) return CUDA_ERROR_NOT_SUPPORTED;
+  const cuuint32_t elem_strides[2] = {1, 1};
+  auto once = [&] {
+    return encode(map, dtype, 2, base, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  };
+  CUresult r = once();
+  if (r == CUDA_ERROR_INVALID_CONTEXT && cudaFree(nullptr) == cudaSuccess) r = once();
+  return r;
+}
+
 // Tensor map of a row-major [rows][k] operand with leading dimension `ld` elements (K-major:
 // K is the contiguous dimension), read in boxes of box_rows x 64 elements into SW128 tiles.
 // TMA rules: base 16-byte aligned, row stride (ld * sizeof(T)) a multiple of 16 bytes; when
@@ -417,18 +435,13 @@ template <typename T>
 inline cudaError_t make_tmap_kmajor(CUtensorMap* map, const T* base, int rows, int k, int ld,
                                     int box_rows) {
   static_assert(sizeof(T) == 2, "SW128 tiles of 64 elements assume a 2-byte type");
-  auto encode = encode_tiled_fn();
-  if (!encode) return cudaErrorNotSupported;
+  if (!encode_tiled_fn()) return cudaErrorNotSupported;
   const uint64_t row_bytes = rows == 1 ? (uint64_t(k) * sizeof(T) + 15) / 16 * 16
                                        : uint64_t(ld) * sizeof(T);
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {row_bytes};  // dimension 0 is implicitly contiguous
   const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(map, tmap_dtype<T>(), 2, const_cast<T*>(base), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode_2d_sw128(map, tmap_dtype<T>(), const_cast<T*>(base), dims, strides, box);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
