@@ -8,7 +8,7 @@ Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a lon
         beside a whole 128x256 accumulator spills; halves fit (2 x 64 + 64 registers) and beat
         128x128 by 2-9% at M >= 2048. Promoted calls take the flattened loop (Triton 3.6's warp
         specialisation left outputs unwritten). Scales: one multiply per element (per tensor).
-Expect: ~75-80% of cuBLAS FP8 promoted, ~100% with fast accumulation, at 4096^3 (H100)
+Expect: 72-76% of cuBLAS FP8 promoted (tensor / row scales), ~100% fast accum, at 4096^3 (H100)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
