@@ -487,3 +487,27 @@ def test_scaled_mm_flags_one_row_is_row_wise():
         pytest.skip(f"torch._scaled_mm on CPU: {exc}")
     ref = (a.double() * 0.5) @ (w.double() * sb.double()[:, None]).t()
     assert torch.allclose(c.double(), ref, rtol=2e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("c_vec", [8, 1])
+def test_triton_s15_prune_rules(monkeypatch, c_vec):
+    """Triton s15's configs per loop: promoted calls get 128x128 and, where C's rows are 16-byte
+    aligned, the 128x256 halves at 4 stages (they spill at C_VEC == 1); fast accumulation keeps
+    its 3-stage configs (128x128 only in the flattened loop with per-tensor scales)."""
+    from study import tritonlib
+    from study.kernels import _load_triton_module
+
+    monkeypatch.setattr(tritonlib, "INTERPRET", False)   # the prune itself, not the interpreter's cut
+    mod = _load_triton_module(registry.find("triton", "s15_fp8"))
+    configs = mod.WS_CONFIGS + mod.FLAT_CONFIGS
+
+    def tiles(**kw):
+        kw = {"WS": False, "PROMOTE": False, "SA_ROW": False, "SB_COL": False, "BETA_ZERO": True, "C_VEC": c_vec, **kw}
+        return sorted({(c.kwargs["BLOCK_N"], c.num_stages, c.num_warps) for c in mod._prune(configs, {}, **kw)})
+
+    promoted = tiles(PROMOTE=True)
+    assert (128, 3, 8) in promoted and all(n == 128 or s == 4 for n, s, _ in promoted)
+    assert ((256, 4, 8) in promoted) == (c_vec > 1)
+    assert all(s < 4 for _, s, _ in tiles(SA_ROW=True, SB_COL=True))          # fast, vector scales
+    assert tiles() == [(128, 3, 8)]                                            # fast, flattened, per tensor
+    assert all(w == 4 for _, _, w in tiles(WS=True))                           # warp-specialised
