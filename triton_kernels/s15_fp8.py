@@ -6,7 +6,7 @@ Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, wgmma chains are 
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
         chain. Triton 3.6 on sm_90 chains over all of K (fast_accum=True keeps that). A chain
         beside a whole 128x256 accumulator spills; halves fit (2 x 64 + 64 registers) and beat
-        128x128 by 2-9% at M >= 2048. Promoted calls take the flattened loop (Triton 3.6's warp
+        128x128 by 0-11% at M >= 2048. Promoted calls take the flattened loop (Triton 3.6's warp
         specialisation left outputs unwritten). Scales: one multiply per element (per tensor).
 Expect: 72-76% of cuBLAS FP8 promoted (tensor / row scales), ~100% fast accum, at 4096^3 (H100)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
@@ -28,11 +28,12 @@ from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vect
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
 
-def _config(bm, bn, bk, stages, warps):
-    """A tile config: smem = stages * (bm + bn) * bk B (1-byte e4m3) + bm * bn * 2 B for C."""
+def _config(bm, bn, bk, stages, warps, c_tile=True):
+    """A tile config: smem = stages * (bm + bn) * bk B (1-byte e4m3), + bm * bn * 2 B for C
+    where the config's loop stages C for a TMA store (c_tile)."""
     assert bk <= 128, "BLOCK_K bytes must fit one 128-byte TMA swizzle row"
     assert bm <= 256 and bn <= 256 and bm % 64 == 0 and bn % 8 == 0, "TMA box / wgmma tile limits"
-    assert stages * (bm + bn) * bk + bm * bn * 2 <= 227 * 1024, "ring + C tile must fit 227 KiB"
+    assert stages * (bm + bn) * bk + (bm * bn * 2 if c_tile else 0) <= 227 * 1024, "ring (+ C tile) must fit 227 KiB"
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
                          num_stages=stages, num_warps=warps)
 
@@ -49,7 +50,7 @@ WS_CONFIGS = [
 # needs no C tile in shared memory, 196 KiB).
 FLAT_CONFIGS = [
     _config(128, 256, 128, 3, 8),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": GROUP_M}, num_stages=4, num_warps=8),
+    _config(128, 256, 128, 4, 8, c_tile=False),
     _config(128, 128, 128, 3, 8),
 ]
 
@@ -181,6 +182,7 @@ def s15_fp8_epilogue_kernel(acc, c_ptr, c_desc, sa_ptr, sb_ptr, off_m, off_n, M,
             tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], out.to(c_ptr.dtype.element_ty), mask=mask_c)
         else:   # a quarter of the rows at a time (the whole tile of C spilled registers)
             update_c_in_parts(c_ptr, out, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC)
+
 
 def _tma_stores_c(c):
     """C can be a TMA store target: 16-byte aligned base and row stride, unit column stride, and
