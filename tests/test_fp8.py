@@ -492,7 +492,8 @@ def test_scaled_mm_flags_one_row_is_row_wise():
 @pytest.mark.parametrize("c_vec", [8, 1])
 def test_triton_s15_prune_rules(monkeypatch, c_vec):
     """Triton s15's configs per loop: promoted calls get 128x128 and, where C's rows are 16-byte
-    aligned, the 128x256 halves at 4 stages (they spill at C_VEC == 1); fast accumulation keeps
+    aligned, the 128x256 halves at 4 stages (they spill at C_VEC == 1), warp-specialised only
+    128x128 (the halves computed wrong columns there); fast accumulation keeps
     its 3-stage configs (128x128 only in the flattened loop with per-tensor scales)."""
     from study import tritonlib
     from study.kernels import _load_triton_module
@@ -511,3 +512,4 @@ def test_triton_s15_prune_rules(monkeypatch, c_vec):
     assert all(s < 4 for _, s, _ in tiles(SA_ROW=True, SB_COL=True))          # fast, vector scales
     assert tiles() == [(128, 3, 8)]                                            # fast, flattened, per tensor
     assert all(w == 4 for _, _, w in tiles(WS=True))                           # warp-specialised
+    assert tiles(WS=True, PROMOTE=True) == [(128, 3, 4)]                       # WS promoted: one dot a K block

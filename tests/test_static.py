@@ -421,7 +421,10 @@ def test_triton_aot_sm90(stage, precision, layout):
         if consts.get("BETA_ZERO") is False:   # the alpha/beta check's variant: spills only (s13 has no
             continue                           # warp specialisation there), the claims are the timed path's
         n = sass_counts(_cuobjdump(["-sass"], ck.asm["cubin"]))
-        wrong = [f"{name}: needs {what}" for name, (ok, what) in triton_claims(stage).items() if not ok(n)]
+        claims = triton_claims(stage)
+        if consts.get("WS") is False:   # a kernel with a WS switch: its flattened loop has no setmaxnreg
+            claims.pop("warp specialisation", None)
+        wrong = [f"{name}: needs {what}" for name, (ok, what) in claims.items() if not ok(n)]
         if wrong:
             problems.append(f"{tag}: {wrong}; counts {n}")
     assert not problems, f"{stage.stem} {precision} {layout}:\n" + "\n".join(problems)

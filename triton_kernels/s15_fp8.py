@@ -1,14 +1,14 @@
 """s15_fp8: FP8 e4m3 tl.dot over tensor descriptors, scales in the epilogue
 
-Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, wgmma chains are added into
-        fp32 accumulators: 128x256 tiles as two 128-column halves, one chain per K block each;
-        128x128 tiles, one chain per two K blocks. Scales in the epilogue.
+Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, each K block's wgmma chain is
+        added into fp32 accumulators: warp-specialised 128x128 tiles (per-tensor scales, C a
+        TMA target), else the flattened loop with 128x256 as two 128-column halves.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
-        chain. Triton 3.6 on sm_90 chains over all of K (fast_accum=True keeps that). A chain
-        beside a whole 128x256 accumulator spills; halves fit (2 x 64 + 64 registers) and beat
-        128x128 by 0-11% at M >= 2048. Promoted calls take the flattened loop (Triton 3.6's warp
-        specialisation left outputs unwritten). Scales: one multiply per element (per tensor).
-Expect: 72-76% of cuBLAS FP8 promoted (tensor / row scales), ~100% fast accum, at 4096^3 (H100)
+        chain; Triton 3.6 chains over all of K (fast_accum=True keeps that). Warp-specialised,
+        each consumer warpgroup adds its chain on its own; the flattened loop syncs the CTA
+        around each K block's TMA issue (4-8% slower at M >= 2048). Triton 3.6's WS computed
+        wrong results for two dots per K block and for vector scale loads: those stay flattened.
+Expect: 80-83% / 79-80% of cuBLAS FP8 promoted (tensor / row scales) at 4096^3 (H100)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
@@ -40,12 +40,13 @@ def _config(bm, bn, bk, stages, warps, c_tile=True):
 
 # Warp-specialised (WS) tiles: num_warps=4 is the consumer side (Triton splits it into 2 wgmma
 # warpgroups of BLOCK_M / 2 rows). Promoted, each consumer thread holds the accumulator and
-# the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256.
+# the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256; as two
+# 128-column halves the WS loop computed a wrong column 0 in rows 64-127 (H100, Triton 3.6).
 WS_CONFIGS = [
     _config(128, 256, 128, 3, 4),   # 144 KiB ring + 64 KiB C: fast accumulation
     _config(128, 128, 128, 3, 4),   # 96 KiB ring (x2 per iteration when promoted) + 32 KiB C
 ]
-# The flattened loop (C that TMA cannot store; every promoted call): 8 warps = 2 warpgroups of
+# The flattened loop (C that TMA cannot store, vector scales, beta != 0): 8 warps = 2 warpgroups of
 # wgmma. Promoted 128x256 tiles run as two 128-column halves (4 stages: the pointer-store epilogue
 # needs no C tile in shared memory, 196 KiB).
 FLAT_CONFIGS = [
@@ -57,14 +58,17 @@ FLAT_CONFIGS = [
 
 def _prune(configs, named_args, **kwargs):
     """The configs of the loop this call runs (WS is in the autotune key); promoted: 128x128
-    tiles, and 128x256 at 4 stages (two halves) where C's rows are 16-byte aligned; the
-    flattened loop with per-tensor scales and fast accumulation keeps 128x128 (it spills at
-    128x256). beta != 0 into a C of unaligned rows
+    tiles (only these when warp-specialised), and flattened 128x256 at 4 stages (two halves)
+    where C's rows are 16-byte aligned; the flattened loop with per-tensor scales and fast
+    accumulation keeps 128x128 (it spills at 128x256). beta != 0 into a C of unaligned rows
     (C_VEC == 1): one stage fewer, as the layout change of the quarter-row update takes 32 KiB
     beside the ring, live across the persistent loop (262168 B > 227 KiB at 128x128x128, 3
     stages; H100, Triton 3.6). Interpreter: the first."""
     mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
-    if kwargs.get("PROMOTE"):
+    if kwargs.get("PROMOTE") and kwargs.get("WS"):
+        # 128x128, one dot per K block (the halves gave wrong column 0 in rows 64-127 under WS)
+        mine = [c for c in mine if c.kwargs["BLOCK_N"] == 128]
+    elif kwargs.get("PROMOTE"):
         # the halves' masked stores spill at C_VEC == 1 (112-352 B at 4095^2): 128x128 there
         mine = [c for c in mine if c.kwargs["BLOCK_N"] == 128 or (c.num_stages == 4 and kwargs.get("C_VEC", 1) > 1)]
     elif not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
@@ -114,7 +118,7 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
         off_n = pid_n * BLOCK_N
 
         # --- loop over K: TMA boxes of A and B per step, e4m3 wgmma from smem -----------------
-        if PROMOTE and BLOCK_N == 256:
+        if PROMOTE and BLOCK_N == 256 and not WS:
             # two 128-column halves, each with its own fp32 accumulator; a fresh chain per K block
             # (one dot) is added into its half: 2 x 64 + 64 registers a thread (one 256-wide
             # chain beside a 256-wide accumulator spills)
@@ -132,7 +136,12 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
                                     alpha, beta, BLOCK_M, BLOCK_N // 2, C_VEC, BETA_ZERO, False, SA_ROW, SB_COL)
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            if PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
+            if PROMOTE and WS:   # warp-specialised: a fresh one-dot chain per K block, added in fp32
+                for ki in range(k_steps):
+                    a = a_desc.load([off_m, ki * BLOCK_K])
+                    b = b_desc.load([off_n, ki * BLOCK_K])
+                    acc += tl.dot(a, b.T)
+            elif PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
                 for ki in range(0, k_steps, 2):
                     a0 = a_desc.load([off_m, ki * BLOCK_K])
                     b0 = b_desc.load([off_n, ki * BLOCK_K])
@@ -215,7 +224,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
 
     s15_fp8_kernel[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
                          float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales and beta == 0 and fast_accum,
+                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales and beta == 0,
                          PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
     return c
 
