@@ -491,10 +491,11 @@ def test_scaled_mm_flags_one_row_is_row_wise():
 
 @pytest.mark.parametrize("c_vec", [8, 1])
 def test_triton_s15_prune_rules(monkeypatch, c_vec):
-    """Triton s15's configs per loop: promoted calls get 128x128 and, where C's rows are 16-byte
-    aligned, the 128x256 halves at 4 stages (they spill at C_VEC == 1), warp-specialised only
-    128x128 (the halves computed wrong columns there); fast accumulation keeps
-    its 3-stage configs (128x128 only in the flattened loop with per-tensor scales)."""
+    """Triton s15's configs per call: promoted calls get flattened 128x128 and, where C's rows are
+    16-byte aligned, the flattened 128x256 halves at 4 stages (they spill at C_VEC == 1), and the
+    warp-specialised 128x128 where the call allows WS (the halves computed wrong columns there);
+    fast accumulation runs WS only where allowed, else its 3-stage flattened configs (128x128
+    only with per-tensor scales)."""
     from study import tritonlib
     from study.kernels import _load_triton_module
 
@@ -503,13 +504,14 @@ def test_triton_s15_prune_rules(monkeypatch, c_vec):
     configs = mod.WS_CONFIGS + mod.FLAT_CONFIGS
 
     def tiles(**kw):
-        kw = {"WS": False, "PROMOTE": False, "SA_ROW": False, "SB_COL": False, "BETA_ZERO": True, "C_VEC": c_vec, **kw}
-        return sorted({(c.kwargs["BLOCK_N"], c.num_stages, c.num_warps) for c in mod._prune(configs, {}, **kw)})
+        kw = {"WS_OK": False, "PROMOTE": False, "SA_ROW": False, "SB_COL": False, "BETA_ZERO": True, "C_VEC": c_vec, **kw}
+        return sorted({(c.kwargs["WS"], c.kwargs["BLOCK_N"], c.num_stages, c.num_warps)
+                       for c in mod._prune(configs, {}, **kw)})
 
     promoted = tiles(PROMOTE=True)
-    assert (128, 3, 8) in promoted and all(n == 128 or s == 4 for n, s, _ in promoted)
-    assert ((256, 4, 8) in promoted) == (c_vec > 1)
-    assert all(s < 4 for _, s, _ in tiles(SA_ROW=True, SB_COL=True))          # fast, vector scales
-    assert tiles() == [(128, 3, 8)]                                            # fast, flattened, per tensor
-    assert all(w == 4 for _, _, w in tiles(WS=True))                           # warp-specialised
-    assert tiles(WS=True, PROMOTE=True) == [(128, 3, 4)]                       # WS promoted: one dot a K block
+    assert (False, 128, 3, 8) in promoted and all(not ws and (n == 128 or s == 4) for ws, n, s, _ in promoted)
+    assert ((False, 256, 4, 8) in promoted) == (c_vec > 1)
+    assert tiles(PROMOTE=True, WS_OK=True) == sorted(promoted + [(True, 128, 3, 4)])   # the autotuner picks the loop
+    assert all(not ws and s < 4 for ws, _, s, _ in tiles(SA_ROW=True, SB_COL=True))   # fast, vector scales
+    assert tiles() == [(False, 128, 3, 8)]                                         # fast, flattened, per tensor
+    assert tiles(WS_OK=True) and all(ws and w == 4 for ws, _, _, w in tiles(WS_OK=True))   # fast, WS

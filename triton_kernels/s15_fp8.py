@@ -2,7 +2,7 @@
 
 Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, each K block's wgmma chain is
         added into fp32 accumulators: warp-specialised 128x128 tiles (per-tensor scales, C a
-        TMA target), else the flattened loop with 128x256 as two 128-column halves.
+        TMA target) or the flattened loop with 128x256 as two halves, autotuned per shape.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
         chain; Triton 3.6 chains over all of K (fast_accum=True keeps that). Warp-specialised,
         each consumer warpgroup adds its chain on its own; the flattened loop syncs the CTA
@@ -28,13 +28,13 @@ from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vect
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
 
-def _config(bm, bn, bk, stages, warps, c_tile=True):
-    """A tile config: smem = stages * (bm + bn) * bk B (1-byte e4m3), + bm * bn * 2 B for C
-    where the config's loop stages C for a TMA store (c_tile)."""
+def _config(bm, bn, bk, stages, warps, c_tile=True, ws=False):
+    """A tile config of the warp-specialised (ws) or the flattened loop: smem = stages * (bm + bn)
+    * bk B (1-byte e4m3), + bm * bn * 2 B for C where the config's loop stages C for a TMA store."""
     assert bk <= 128, "BLOCK_K bytes must fit one 128-byte TMA swizzle row"
     assert bm <= 256 and bn <= 256 and bm % 64 == 0 and bn % 8 == 0, "TMA box / wgmma tile limits"
     assert stages * (bm + bn) * bk + (bm * bn * 2 if c_tile else 0) <= 227 * 1024, "ring (+ C tile) must fit 227 KiB"
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M},
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M, "WS": ws},
                          num_stages=stages, num_warps=warps)
 
 
@@ -43,8 +43,8 @@ def _config(bm, bn, bk, stages, warps, c_tile=True):
 # the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256; as two
 # 128-column halves the WS loop computed a wrong column 0 in rows 64-127 (H100, Triton 3.6).
 WS_CONFIGS = [
-    _config(128, 256, 128, 3, 4),   # 144 KiB ring + 64 KiB C: fast accumulation
-    _config(128, 128, 128, 3, 4),   # 96 KiB ring (x2 per iteration when promoted) + 32 KiB C
+    _config(128, 256, 128, 3, 4, ws=True),   # 144 KiB ring + 64 KiB C: fast accumulation
+    _config(128, 128, 128, 3, 4, ws=True),   # 96 KiB ring + 32 KiB C
 ]
 # The flattened loop (C that TMA cannot store, vector scales, beta != 0): 8 warps = 2 warpgroups of
 # wgmma. Promoted 128x256 tiles run as two 128-column halves (4 stages: the pointer-store epilogue
@@ -57,25 +57,27 @@ FLAT_CONFIGS = [
 
 
 def _prune(configs, named_args, **kwargs):
-    """The configs of the loop this call runs (WS is in the autotune key); promoted: 128x128
-    tiles (only these when warp-specialised), and flattened 128x256 at 4 stages (two halves)
-    where C's rows are 16-byte aligned; the flattened loop with per-tensor scales and fast
-    accumulation keeps 128x128 (it spills at 128x256). beta != 0 into a C of unaligned rows
+    """The configs this call may run. WS configs only where the call allows them (WS_OK, in the
+    autotune key); fast accumulation then runs warp-specialised only. Promoted: WS 128x128 and
+    flattened 128x128, and flattened 128x256 at 4 stages (two halves) where C's rows are 16-byte
+    aligned: the autotuner picks the loop per shape. The flattened loop with per-tensor scales and
+    fast accumulation keeps 128x128 (it spills at 128x256). beta != 0 into a C of unaligned rows
     (C_VEC == 1): one stage fewer, as the layout change of the quarter-row update takes 32 KiB
     beside the ring, live across the persistent loop (262168 B > 227 KiB at 128x128x128, 3
     stages; H100, Triton 3.6). Interpreter: the first."""
-    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
-    if kwargs.get("PROMOTE") and kwargs.get("WS"):
-        # 128x128, one dot per K block (the halves gave wrong column 0 in rows 64-127 under WS)
-        mine = [c for c in mine if c.kwargs["BLOCK_N"] == 128]
-    elif kwargs.get("PROMOTE"):
-        # the halves' masked stores spill at C_VEC == 1 (112-352 B at 4095^2): 128x128 there
-        mine = [c for c in mine if c.kwargs["BLOCK_N"] == 128 or (c.num_stages == 4 and kwargs.get("C_VEC", 1) > 1)]
-    elif not (kwargs.get("WS") or kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
+    ws_ok = bool(kwargs.get("WS_OK"))
+    if kwargs.get("PROMOTE"):
+        # WS: 128x128, one dot per K block (the halves gave a wrong column 0 in rows 64-127);
+        # flattened: the halves' masked stores spill at C_VEC == 1 (112-352 B at 4095^2)
+        mine = [c for c in configs if (c.kwargs["WS"] and ws_ok and c.kwargs["BLOCK_N"] == 128) or
+                (not c.kwargs["WS"] and (c.kwargs["BLOCK_N"] == 128 or (c.num_stages == 4 and kwargs.get("C_VEC", 1) > 1)))]
+    elif ws_ok:
+        mine = [c for c in configs if c.kwargs["WS"]]
+    elif not (kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
         # the flattened loop with scalar scales at 128x256 needs 255 registers + 432 B of spills
-        mine = [c for c in mine if c.kwargs["BLOCK_N"] <= 128]
+        mine = [c for c in configs if not c.kwargs["WS"] and c.kwargs["BLOCK_N"] <= 128]
     else:
-        mine = [c for c in mine if c.num_stages < 4]
+        mine = [c for c in configs if not c.kwargs["WS"] and c.num_stages < 4]
     mine = mine or configs
     if not kwargs.get("BETA_ZERO", True) and kwargs.get("C_VEC", 1) == 1:
         mine = [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages - 1) for c in mine]
@@ -93,14 +95,14 @@ def _scratch(size, alignment, stream):
 
 
 @triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS,
-                 key=["M", "N", "K", "WS", "PROMOTE", "SA_ROW", "SB_COL", "BETA_ZERO", "C_VEC"], restore_value=["c_ptr"],
+                 key=["M", "N", "K", "WS_OK", "PROMOTE", "SA_ROW", "SB_COL", "BETA_ZERO", "C_VEC"], restore_value=["c_ptr"],
                  do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, C_VEC: tl.constexpr,
-                   BETA_ZERO: tl.constexpr, WS: tl.constexpr, PROMOTE: tl.constexpr,
-                   SA_ROW: tl.constexpr, SB_COL: tl.constexpr):
+                   BETA_ZERO: tl.constexpr, WS_OK: tl.constexpr, WS: tl.constexpr,
+                   PROMOTE: tl.constexpr, SA_ROW: tl.constexpr, SB_COL: tl.constexpr):
     # --- operand staging: TMA descriptors over A [M, K] and B stored [N, K], both K-major ----
     # (FP8 wgmma reads only K-major smem operands); zero fill past M, N and K.
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [lda, 1], [BLOCK_M, BLOCK_K])
@@ -215,7 +217,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
 
     # Per-row / per-column scales take the flattened loop: warp-specialised, their vector loads
     # in the epilogue gave wrong results on the H100 (rel. error ~0.2; Triton 3.6), the
-    # flattened loop is exact. Per-tensor scales are scalar loads and keep the WS loop.
+    # flattened loop is exact. Per-tensor scales are scalar loads: WS configs allowed (WS_OK).
     vector_scales = scale_a.numel() > 1 or scale_b.numel() > 1
 
     def grid(meta):   # persistent: never more programs than SMs or than tiles
@@ -224,7 +226,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
 
     s15_fp8_kernel[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
                          float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                         BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and not vector_scales and beta == 0,
+                         BETA_ZERO=(beta == 0), WS_OK=_tma_stores_c(c) and not vector_scales and beta == 0,
                          PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
     return c
 
