@@ -94,6 +94,8 @@ def _scratch(size, alignment, stream):
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
+# WS (which loop) comes from the config; WS_OK (which loops the call allows) only keys the
+# autotuner and its prune, the kernel body never reads it.
 @triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS,
                  key=["M", "N", "K", "WS_OK", "PROMOTE", "SA_ROW", "SB_COL", "BETA_ZERO", "C_VEC"], restore_value=["c_ptr"],
                  do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": _prune})
