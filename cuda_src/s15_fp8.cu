@@ -353,6 +353,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 
 // The two configurations the study times: promotion on (the stage) and off (the ablation).
 using Promoted = Config<256, 128, 1>;   // 128x256 tiles, 2 slices of 128 columns, one temporary
+using Promoted192 = Config<192, 192, 1>;  // 128x192 tiles, one slice: a longer chain per add
 using Promoted128 = Config<128, 128, 1>;  // 128x128 tiles, one slice: twice the tiles
 using FastAccum = Config<256, 256, 0>;  // 128x256 tiles, one chain over all of K
 constexpr const char* NAMES[] = {"promoted", "fast_accum"};
@@ -391,22 +392,35 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-// The promoted default picks its tile by how full the persistent grid's last wave is: 128x256
-// unless 128x128 fills it better by more than WAVE_GAIN. Decode shapes gain (H100: 128 x 4096 x
-// 11008 59.4 -> 34.8 us, 128 x 11008 x 4096 26.5 -> 21.5); at 2048 x 11008 x 4096 (fill 87% ->
-// 95%) 128x128 tiles gained nothing (154.5-154.8 against 153.2 us), hence the margin.
-constexpr float WAVE_GAIN = 0.10f;
-inline float wave_fill(int tiles, int sms) { return float(tiles) / (gemm::cdiv(tiles, sms) * sms); }
+// The promoted default picks its tile width by the useful fraction of the persistent grid's
+// work (waves x SMs x tile, last wave and ragged N included) times the width's own speed where
+// that fraction is equal: 192 runs one 192-column chain per k-block and add, so the other consumer
+// covers each add with a chain 1.5x as long as a 128-column slice's (base-clock cycles at 6144^3:
+// 1.04x cuBLAS's, 256 wide 1.09x); 128 wide halves the B reuse per A byte (8-15% slower at the
+// squares). Decode shapes take 128 (H100: 128 x 4096 x 11008 59.4 -> 34.8 us), 8192^3 and
+// 2048 x 11008 x 4096 take 192, 4096^3 and N = 4096 / 14336 at M = 2048 keep 256.
+constexpr int PROMOTED_BN[] = {256, 192, 128};
+constexpr float PROMOTED_SPEED[] = {1.0f, 1.05f, 0.9f};
+inline float useful(int M, int N, int bn, int sms) {
+  const int tiles = gemm::cdiv(M, BM) * gemm::cdiv(N, bn);
+  return float(M) * N / (float(gemm::cdiv(tiles, sms)) * sms * BM * bn);
+}
 
 template <typename OutT>
 cudaError_t launch_promoted(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
-  const int sms = hopper::sm_count(dev), tm = gemm::cdiv(p.M, BM);
+  const int sms = hopper::sm_count(dev);
   if (!sms) return cudaErrorInvalidDevice;
-  if (wave_fill(tm * gemm::cdiv(p.N, 128), sms) > wave_fill(tm * gemm::cdiv(p.N, 256), sms) + WAVE_GAIN)
-    return launch_cfg<OutT, Promoted128>(p, stream);
+  int best = 0;
+  float score = 0.f;
+  for (int i = 0; i < 3; ++i) {
+    const float v = useful(p.M, p.N, PROMOTED_BN[i], sms) * PROMOTED_SPEED[i];
+    if (v > score) score = v, best = i;
+  }
+  if (best == 1) return launch_cfg<OutT, Promoted192>(p, stream);
+  if (best == 2) return launch_cfg<OutT, Promoted128>(p, stream);
   return launch_cfg<OutT, Promoted>(p, stream);
 }
 

@@ -16,7 +16,9 @@ DEV = "cuda"
 # Within s15's Limits (K % 16 == 0 for 16-byte TMA rows of a contiguous A and B; any M, N) and
 # cuBLAS's (K and N multiples of 16 too): ragged M and N where the kernel allows them.
 SHAPES = [(1, 16, 16), (67, 45, 48), (129, 131, 272), (255, 257, 1024), (1000, 1000, 1008), (67, 45, 16384),
-          (3, 4100, 1040)]   # decode-like: s15 picks its 128x128 tiles (as at 1000^3)
+          (3, 4100, 1040),   # decode-like: CUDA s15 picks its 128x128 tiles (as at 1000^3)
+          (1000, 2600, 272),  # its 128x192 tiles on 132 SMs (H100, H200): N ragged against 192
+          (900, 3112, 272)]   # and its 128x256 tiles there: M and N ragged
 CUBLAS_SHAPES = [(1, 16, 16), (67, 48, 48), (129, 144, 272), (1000, 1008, 1008), (67, 64, 16384)]
 ALPHA_BETA = [(1.0, 0.0), (1.5, 0.5), (-2.0, 1.0)]
 
