@@ -6,7 +6,7 @@
 //         mantissa bits of a long accumulate chain: error grows with K. Restarting the chain each
 //         k-block (4 wgmmas) and adding into fp32 costs 64 FADD per 2M FLOP per thread, hidden
 //         behind the other consumer's wgmmas. Config 1 (fast_accum) chains over all of K.
-// Expect: ~97% / 85% (per-tensor scales), ~102% / 89% (per-row) of cuBLAS FP8 at 4096^3 / 8192^3 (H100)
+// Expect: ~97% / 91% (per-tensor scales), ~99% / 94% (per-row) of cuBLAS FP8 at 4096^3 / 8192^3 (H100)
 // Limits: A and B 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
 //         1-byte e4m3: a contiguous A or B needs K % 16 == 0), else ValueError; scales fp32
 //         on the operands' device: 1 element, or M (per row of A) / N (per column of B),
@@ -396,7 +396,7 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
 // work (waves x SMs x tile, last wave and ragged N included) times the width's own speed where
 // that fraction is equal: 192 runs one 192-column chain per k-block and add, so the other consumer
 // covers each add with a chain 1.5x as long as a 128-column slice's (base-clock cycles at 6144^3:
-// 1.04x cuBLAS's, 256 wide 1.09x); 128 wide halves the B reuse per A byte (8-15% slower at the
+// 1.04x cuBLAS's, 256 wide 1.10x); 128 wide halves the B reuse per A byte (8-15% slower at the
 // squares). Decode shapes take 128 (H100: 128 x 4096 x 11008 59.4 -> 34.8 us), 8192^3 and
 // 2048 x 11008 x 4096 take 192, 4096^3 and N = 4096 / 14336 at M = 2048 keep 256.
 constexpr int PROMOTED_BN[] = {256, 192, 128};
