@@ -44,11 +44,13 @@ static_assert(128 * PRODUCER_REGS + CONSUMERS * 128 * CONSUMER_REGS <= 65536,
 //   TEMPS = 1: each k-block, per NSUB-column slice: a fresh chain into one temporary of NSUB / 2
 //              registers, wait for it, add it into the main accumulator (the other consumer
 //              warpgroup keeps the tensor cores busy meanwhile).
-//   TEMPS = 2: two temporaries: the slice just issued runs while the previous one is added, so
-//              this warpgroup never drains its own queue; EVERY k-blocks per chain (SUBS == 1).
-template <int BN_, int NSUB_, int TEMPS_, int EVERY_ = 1>
+//   TEMPS = 2: one slice (SUBS == 1), k-blocks in pairs: chain 2j into one temporary, chain 2j+1
+//              into the other, the first added while the second runs, the second after it. No
+//              chain stays in flight across the K loop's back-edge: ptxas serializes every wgmma
+//              of a loop that leaves one there (advisory C7514).
+template <int BN_, int NSUB_, int TEMPS_>
 struct Config {
-  static constexpr int BN = BN_, NSUB = NSUB_, TEMPS = TEMPS_, EVERY = EVERY_;
+  static constexpr int BN = BN_, NSUB = NSUB_, TEMPS = TEMPS_;
   static constexpr int SUBS = BN / NSUB;
   static constexpr int A_BYTES = BM * BK, B_BYTES = BN * BK;  // one stage of A and of B
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -58,7 +60,7 @@ struct Config {
   static constexpr int REGS = BN / 2 + TEMPS * NSUB / 2;          // accumulator registers
   static_assert(BN % NSUB == 0 && NSUB % 32 == 0 && BN <= 256, "slices of 32-256 columns (a wgmma N)");
   static_assert(TEMPS == 0 ? NSUB == BN : true, "an unpromoted chain spans the whole tile");
-  static_assert(EVERY == 1 || (TEMPS == 2 && SUBS == 1), "multi-block chains: one slice, two temps");
+  static_assert(TEMPS < 2 || SUBS == 1, "two temporaries: one slice per k-block");
   static_assert(REGS <= 192, "accumulators must leave ~40 of the 232 registers for addresses");
   static_assert(STAGES >= 3, "ring of at least 3 stages");
   static_assert(A_BYTES % 1024 == 0 && B_BYTES % 1024 == 0 && (NSUB * BK) % 1024 == 0,
@@ -66,7 +68,6 @@ struct Config {
   static_assert(BN % C_BOX == 0, "the epilogue stores whole 64-column boxes");
 };
 
-template <int S> struct Slot { static constexpr int value = S; };  // which temporary, at compile time
 
 // ---------------------------------------------------------------------------------------------
 // One chain link: 4 wgmma k32 steps over a 128-byte k-block into d (64 x N per warpgroup).
@@ -256,55 +257,32 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
             if (lane == 0) hopper::mbar_arrive(&empty[s]);
           }
         } else {
-          // Two temporaries: chain c of the tile goes into t[c % 2], so chain c runs on the
-          // tensor cores while chain c-1 (finished: wait<1> leaves only c in flight) is added.
-          // The slot is a compile-time constant (a run-time one costs ~75 spilled registers):
-          // SUBS even, c = kt * SUBS + sub has the parity of sub; SUBS == 1, a chain spans EVERY
-          // k-blocks and the loop is unrolled over 2 * EVERY of them.
-          auto unit = [&](auto slot, int s, int sub, bool chain, bool prev_done, int prev_sub) {
-            constexpr bool one = decltype(slot)::value;
-            mma_kblock<NSUB>(one ? t1 : t0, sA + s * Cfg::A_BYTES + cw * WG_M * BK,
-                             sB + s * Cfg::B_BYTES + sub * NSUB * BK, chain);
+          // Two temporaries over pairs of k-blocks (Config, TEMPS = 2). Each stage goes back as
+          // soon as its chain has been added.
+          const uint8_t* a = sA + cw * WG_M * BK;
+          int kt = 0;
+          for (; kt + 1 < KT; kt += 2, it += 2) {
+            const int s0 = it % STAGES, s1 = (it + 1) % STAGES;
+            hopper::mbar_wait(&full[s0], (it / STAGES) & 1);
+            mma_kblock<NSUB>(t0, a + s0 * Cfg::A_BYTES, sB + s0 * Cfg::B_BYTES, false);
+            hopper::mbar_wait(&full[s1], ((it + 1) / STAGES) & 1);
+            mma_kblock<NSUB>(t1, a + s1 * Cfg::A_BYTES, sB + s1 * Cfg::B_BYTES, false);
             hopper::wgmma_wait<1>();
-            if (prev_done) promote<BN, NSUB>(acc, one ? t0 : t1, prev_sub);
-          };
-          if constexpr (Cfg::SUBS % 2 == 0) {
-            for (int kt = 0; kt < KT; ++kt, ++it) {
-              const int s = it % STAGES;
-              hopper::mbar_wait(&full[s], (it / STAGES) & 1);
-#pragma unroll
-              for (int sub = 0; sub < Cfg::SUBS; ++sub) {
-                const bool prev_done = kt > 0 || sub > 0;
-                const int prev_sub = (sub + Cfg::SUBS - 1) % Cfg::SUBS;
-                if (sub % 2 == 0) unit(Slot<0>{}, s, sub, false, prev_done, prev_sub);
-                else unit(Slot<1>{}, s, sub, false, prev_done, prev_sub);
-                // k-block kt-1's last chain has finished: its stage goes back to the producer
-                if (sub == 0 && kt > 0 && lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
-              }
-            }
+            promote<BN, NSUB>(acc, t0, 0);
+            if (lane == 0) hopper::mbar_arrive(&empty[s0]);
             hopper::wgmma_wait<0>();
-            promote<BN, NSUB>(acc, Cfg::SUBS % 2 ? t0 : t1, Cfg::SUBS - 1);
-          } else {
-            constexpr int E = Cfg::EVERY;
-            for (int kt0 = 0; kt0 < KT; kt0 += 2 * E) {
-#pragma unroll
-              for (int j = 0; j < 2 * E; ++j) {
-                const int kt = kt0 + j;
-                if (kt >= KT) break;
-                const int s = it % STAGES;
-                hopper::mbar_wait(&full[s], (it / STAGES) & 1);
-                const bool chain = j % E != 0;  // inside chain kt / E: keep accumulating
-                if (j < E) unit(Slot<0>{}, s, 0, chain, kt > 0 && !chain, 0);
-                else unit(Slot<1>{}, s, 0, chain, !chain, 0);
-                if (kt > 0 && lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
-                ++it;
-              }
-            }
-            hopper::wgmma_wait<0>();
-            if (((KT - 1) / E) % 2 == 0) promote<BN, NSUB>(acc, t0, 0);
-            else promote<BN, NSUB>(acc, t1, 0);
+            promote<BN, NSUB>(acc, t1, 0);
+            if (lane == 0) hopper::mbar_arrive(&empty[s1]);
           }
-          if (lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+          if (kt < KT) {  // odd KT: the last k-block alone
+            const int s0 = it % STAGES;
+            hopper::mbar_wait(&full[s0], (it / STAGES) & 1);
+            mma_kblock<NSUB>(t0, a + s0 * Cfg::A_BYTES, sB + s0 * Cfg::B_BYTES, false);
+            hopper::wgmma_wait<0>();
+            promote<BN, NSUB>(acc, t0, 0);
+            if (lane == 0) hopper::mbar_arrive(&empty[s0]);
+            ++it;
+          }
         }
       }
 
@@ -354,7 +332,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 // The two configurations the study times: promotion on (the stage) and off (the ablation).
 using Promoted = Config<256, 128, 1>;   // 128x256 tiles, 2 slices of 128 columns, one temporary
 using Promoted192 = Config<192, 192, 1>;  // 128x192 tiles, one slice: a longer chain per add
-using Promoted128 = Config<128, 128, 1>;  // 128x128 tiles, one slice: twice the tiles
+using Promoted128 = Config<128, 128, 2>;  // 128x128 tiles, two temporaries over k-block pairs
 using FastAccum = Config<256, 256, 0>;  // 128x256 tiles, one chain over all of K
 constexpr const char* NAMES[] = {"promoted", "fast_accum"};
 constexpr int NUM_CONFIGS = 2;
@@ -396,11 +374,11 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
 // work (waves x SMs x tile, last wave and ragged N included) times the width's own speed where
 // that fraction is equal: 192 runs one 192-column chain per k-block and add, so the other consumer
 // covers each add with a chain 1.5x as long as a 128-column slice's (base-clock cycles at 6144^3:
-// 1.04x cuBLAS's, 256 wide 1.10x); 128 wide halves the B reuse per A byte (8-15% slower at the
-// squares). Decode shapes take 128 (H100: 128 x 4096 x 11008 59.4 -> 34.8 us), 8192^3 and
-// 2048 x 11008 x 4096 take 192, 4096^3 and N = 4096 / 14336 at M = 2048 keep 256.
+// 1.04x cuBLAS's, 256 wide 1.10x); 128 wide runs two temporaries (pairs of k-blocks), level with
+// 256 on average where both fill their waves alike (0.93-1.12 by shape, H100 bench). Decode
+// shapes and 2048 x 11008 x 4096 take 128, 8192^3 takes 192, 4096^3 and 2048 x 4096 keep 256.
 constexpr int PROMOTED_BN[] = {256, 192, 128};
-constexpr float PROMOTED_SPEED[] = {1.0f, 1.05f, 0.9f};
+constexpr float PROMOTED_SPEED[] = {1.0f, 1.05f, 1.0f};
 inline float useful(int M, int N, int bn, int sms) {
   const int tiles = gemm::cdiv(M, BM) * gemm::cdiv(N, bn);
   return float(M) * N / (float(gemm::cdiv(tiles, sms)) * sms * BM * bn);
