@@ -68,7 +68,6 @@ struct Config {
   static_assert(BN % C_BOX == 0, "the epilogue stores whole 64-column boxes");
 };
 
-
 // ---------------------------------------------------------------------------------------------
 // One chain link: 4 wgmma k32 steps over a 128-byte k-block into d (64 x N per warpgroup).
 template <int N>
@@ -377,7 +376,7 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
 // 1.04x cuBLAS's, 256 wide 1.10x); 128 wide runs two temporaries (pairs of k-blocks), level with
 // 256 on average where both fill their waves alike (0.93-1.12 by shape, H100 bench). Decode
 // shapes and 2048 x 11008 x 4096 take 128, 8192^3 takes 192, 4096^3 and 2048 x 4096 keep 256.
-constexpr int PROMOTED_BN[] = {256, 192, 128};
+constexpr int PROMOTED_BN[] = {Promoted::BN, Promoted192::BN, Promoted128::BN};  // launch order below
 constexpr float PROMOTED_SPEED[] = {1.0f, 1.05f, 1.0f};
 inline float useful(int M, int N, int bn, int sms) {
   const int tiles = gemm::cdiv(M, BM) * gemm::cdiv(N, bn);
@@ -393,7 +392,7 @@ cudaError_t launch_promoted(const gemm::ScaledProblem<OutT>& p, cudaStream_t str
   if (!sms) return cudaErrorInvalidDevice;
   int best = 0;
   float score = 0.f;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < int(sizeof(PROMOTED_BN) / sizeof(int)); ++i) {
     const float v = useful(p.M, p.N, PROMOTED_BN[i], sms) * PROMOTED_SPEED[i];
     if (v > score) score = v, best = i;
   }
