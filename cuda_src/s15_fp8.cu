@@ -329,9 +329,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
 }
 
 // The two configurations the study times: promotion on (the stage) and off (the ablation).
-using Promoted = Config<256, 128, 1>;   // 128x256 tiles, 2 slices of 128 columns, one temporary
+using Promoted = Config<128, 128, 2>;     // 128x128 tiles, two temporaries over k-block pairs
 using Promoted192 = Config<192, 192, 1>;  // 128x192 tiles, one slice: a longer chain per add
-using Promoted128 = Config<128, 128, 2>;  // 128x128 tiles, two temporaries over k-block pairs
 using FastAccum = Config<256, 256, 0>;  // 128x256 tiles, one chain over all of K
 constexpr const char* NAMES[] = {"promoted", "fast_accum"};
 constexpr int NUM_CONFIGS = 2;
@@ -371,13 +370,12 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
 
 // The promoted default picks its tile width by the useful fraction of the persistent grid's
 // work (waves x SMs x tile, last wave and ragged N included) times the width's own speed where
-// that fraction is equal: 192 runs one 192-column chain per k-block and add, so the other consumer
-// covers each add with a chain 1.5x as long as a 128-column slice's (base-clock cycles at 6144^3:
-// 1.04x cuBLAS's, 256 wide 1.10x); 128 wide runs two temporaries (pairs of k-blocks), level with
-// 256 on average where both fill their waves alike (0.93-1.12 by shape, H100 bench). Decode
-// shapes and 2048 x 11008 x 4096 take 128, 8192^3 takes 192, 4096^3 and 2048 x 4096 keep 256.
-constexpr int PROMOTED_BN[] = {Promoted::BN, Promoted192::BN, Promoted128::BN};  // launch order below
-constexpr float PROMOTED_SPEED[] = {1.0f, 1.05f, 1.0f};
+// that fraction is equal. Per useful tile both widths take 1.00-1.04x cuBLAS's cycles (ncu, base
+// clocks, six shapes) except at 8192^3: 128 wide 1.09-1.12x, 192 wide 1.01-1.02x; so 192 wins
+// wherever it fills its waves within 2% as well as 128. (A 128x256 tile on one temporary took
+// 4-6% more cycles than 128 wide at five of those shapes and as many at 8192^3: dropped.)
+constexpr int PROMOTED_BN[] = {Promoted::BN, Promoted192::BN};  // launch order below
+constexpr float PROMOTED_SPEED[] = {1.0f, 1.02f};
 inline float useful(int M, int N, int bn, int sms) {
   const int tiles = gemm::cdiv(M, BM) * gemm::cdiv(N, bn);
   return float(M) * N / (float(gemm::cdiv(tiles, sms)) * sms * BM * bn);
@@ -397,7 +395,6 @@ cudaError_t launch_promoted(const gemm::ScaledProblem<OutT>& p, cudaStream_t str
     if (v > score) score = v, best = i;
   }
   if (best == 1) return launch_cfg<OutT, Promoted192>(p, stream);
-  if (best == 2) return launch_cfg<OutT, Promoted128>(p, stream);
   return launch_cfg<OutT, Promoted>(p, stream);
 }
 

@@ -18,7 +18,7 @@ DEV = "cuda"
 SHAPES = [(1, 16, 16), (67, 45, 48), (129, 131, 272), (255, 257, 1024), (1000, 1000, 1008), (67, 45, 16384),
           (3, 4100, 1040),   # decode-like: CUDA s15 picks its 128x128 tiles (as at 1000^3)
           (1000, 2600, 272),  # its 128x192 tiles on 132 SMs (H100, H200): N ragged against 192
-          (900, 3112, 272)]   # and its 128x256 tiles there: M and N ragged
+          (900, 3112, 272)]   # and its 128x128 tiles there: M and N ragged
 CUBLAS_SHAPES = [(1, 16, 16), (67, 48, 48), (129, 144, 272), (1000, 1008, 1008), (67, 64, 16384)]
 ALPHA_BETA = [(1.0, 0.0), (1.5, 0.5), (-2.0, 1.0)]
 
