@@ -9,6 +9,7 @@ a user's own kernel the same way, beside cuBLAS.
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass
 
@@ -188,13 +189,15 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         timers[entry] = (t, repeats(single * t.calls_per_rep, settings.budget_s, settings.min_reps,
                                     settings.max_reps))
     # Timed repeats in rounds: every kernel once per round, then one synchronise. Each round
-    # starts one kernel later in the list: after the synchronise the GPU has idled, and on the
-    # H100 the first kernels of a round read up to ~10% slow (cuBLAS fp32 4096^3: 47 TFLOP/s
-    # first in every round vs 52 back to back). Rotating spreads that over every kernel's
-    # repeats, where the median discards it, instead of biasing whichever kernel comes first;
-    # a ~2 ms spin at the start of a round also lets the clocks come back up before timing.
+    # runs the kernels in a new (seeded) order: after the synchronise the GPU has idled, and on
+    # the H100 the first kernels of a round read up to ~10% slow (cuBLAS fp32 4096^3: 47 TFLOP/s
+    # first in every round vs 52 back to back); at the 700 W cap a kernel also runs faster after
+    # a light one than after a heavy one. A fixed order, even rotated, gives each kernel the same
+    # predecessor in every round; shuffling spreads both effects over every kernel's repeats,
+    # where the median discards them. A ~2 ms spin at the start of a round lets the clocks come
+    # back up before timing.
     todo = {} if alone else dict(timers)
-    rnd = 0
+    order = random.Random(settings.seed)
     if timers and not alone:   # from here every kernel of the shape runs interleaved, asynchronously:
         emit({"event": "rounds", "shape": shape.name})   # a fault cannot be pinned on the last one started
     timed_from = time.time()  # the parent reads the SM clock and board power over this window
@@ -209,10 +212,9 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
             "timed alone: the shape's interleaved rounds faulted once"
     while todo:
         items = list(todo.items())
-        start = rnd % len(items)
-        rnd += 1
+        order.shuffle(items)
         torch.cuda._sleep(ROUND_HEAD_START_CYCLES)
-        for entry, (t, n) in items[start:] + items[:start]:
+        for entry, (t, n) in items:
             t.queue()
             if len(t.samples) + len(t._pending) >= n:
                 del todo[entry]

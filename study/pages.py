@@ -241,7 +241,8 @@ METHOD = """\
   compared with cuBLAS across modes (the `graph` column of results.csv says which).
   Repeats fit a time budget per kernel and shape; a kernel whose call takes too long is checked
   but `not timed` at that shape and skipped at bigger ones (the reason is in the table). Within a
-  shape, repeats of all kernels run in rounds, so clock drift hits every family alike; each
+  shape, repeats of all kernels run in rounds, each round in a new seeded order, so clock drift
+  and the power headroom a lighter or heavier kernel before leaves hit every family alike; each
   precision runs in its own process.
 - Decode sweep (fp16, bf16, fp8): x @ W.T with M = 1 to 2048 tokens against the nn.Linear
   weights 4096x4096, 11008x4096, 4096x11008 and 14336x4096 (N x K), for the NT kernels and the
