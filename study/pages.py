@@ -242,8 +242,9 @@ METHOD = """\
   Repeats fit a time budget per kernel and shape; a kernel whose call takes too long is checked
   but `not timed` at that shape and skipped at bigger ones (the reason is in the table). Within a
   shape, repeats of all kernels run in rounds, each round in a new seeded order, so clock drift
-  and the power headroom a lighter or heavier kernel before leaves hit every family alike; each
-  precision runs in its own process.
+  and the power headroom a lighter or heavier kernel before leaves hit every family alike (runs
+  before commit 61a30e3 rotated one fixed order instead: each kernel always followed the same
+  one); each precision runs in its own process.
 - Decode sweep (fp16, bf16, fp8): x @ W.T with M = 1 to 2048 tokens against the nn.Linear
   weights 4096x4096, 11008x4096, 4096x11008 and 14336x4096 (N x K), for the NT kernels and the
   baselines. These calls are graph-timed over 16 rotated copies of A, W and C (a 32-117 MB
