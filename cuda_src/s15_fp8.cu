@@ -374,11 +374,22 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
 // clocks, six shapes) except at 8192^3: 128 wide 1.09-1.12x, 192 wide 1.01-1.02x; so 192 wins
 // wherever it fills its waves within 2% as well as 128. (A 128x256 tile on one temporary took
 // 4-6% more cycles than 128 wide at five of those shapes and as many at 8192^3: dropped.)
-constexpr int PROMOTED_BN[] = {Promoted::BN, Promoted192::BN};  // launch order below
+constexpr int PROMOTED_BN[] = {Promoted::BN, Promoted192::BN};
 constexpr float PROMOTED_SPEED[] = {1.0f, 1.02f};
 inline float useful(int M, int N, int bn, int sms) {
   const int tiles = gemm::cdiv(M, BM) * gemm::cdiv(N, bn);
   return float(M) * N / (float(gemm::cdiv(tiles, sms)) * sms * BM * bn);
+}
+
+// The promoted tile width for an M x N output on `sms` SMs (host code: tests/test_width_s15.py).
+inline int promoted_width(int M, int N, int sms) {
+  int best = 0;
+  float score = 0.f;
+  for (int i = 0; i < int(sizeof(PROMOTED_BN) / sizeof(int)); ++i) {
+    const float v = useful(M, N, PROMOTED_BN[i], sms) * PROMOTED_SPEED[i];
+    if (v > score) score = v, best = i;
+  }
+  return PROMOTED_BN[best];
 }
 
 template <typename OutT>
@@ -388,13 +399,7 @@ cudaError_t launch_promoted(const gemm::ScaledProblem<OutT>& p, cudaStream_t str
   if (e != cudaSuccess) return e;
   const int sms = hopper::sm_count(dev);
   if (!sms) return cudaErrorInvalidDevice;
-  int best = 0;
-  float score = 0.f;
-  for (int i = 0; i < int(sizeof(PROMOTED_BN) / sizeof(int)); ++i) {
-    const float v = useful(p.M, p.N, PROMOTED_BN[i], sms) * PROMOTED_SPEED[i];
-    if (v > score) score = v, best = i;
-  }
-  if (best == 1) return launch_cfg<OutT, Promoted192>(p, stream);
+  if (promoted_width(p.M, p.N, sms) == Promoted192::BN) return launch_cfg<OutT, Promoted192>(p, stream);
   return launch_cfg<OutT, Promoted>(p, stream);
 }
 
