@@ -41,13 +41,14 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
 import time
 import traceback
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from study import fp8, tolerance
+from study import build, fp8, tolerance
 from study.kernels import DTYPES
 from study.operands import INT32_MAX
 from study.registry import SCALED
@@ -155,6 +156,19 @@ class Case:
         if self.c_view != "padded":
             s += f"-c:{self.c_view}"
         return s
+
+
+def host_program(source: str, directory):
+    """Compile `source` (a host program that #includes a CUDA stage file to call its host-side
+    heuristics) with the build's flags into `directory`; the stage's kernels go to PTX only, so
+    this takes seconds, not a full build. Returns the executable's path."""
+    src, exe = directory / "prog.cu", directory / "prog"
+    src.write_text(source)
+    cmd = ["nvcc", *build.NVCC_FLAGS, *build.TORCH_NVCC_DEFINES, "-gencode=arch=compute_90a,code=compute_90a",
+           f"-I{build.CUDA_DIR}", "-o", str(exe), str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return exe
 
 
 def fit_shape(shape, precision: str) -> tuple:

@@ -9,7 +9,6 @@ import subprocess
 import pytest
 
 import gemm_checks as gc
-from study import build
 from study.registry import find
 
 SMS, L2 = 132, 50 * 2**20
@@ -34,14 +33,7 @@ int main(int argc, char** argv) {
 def plans(tmp_path_factory):
     """plans(shapes, l2=L2) -> {(M, N, K): (kind, swapped, P rows, BN, stream-K tiles, CTAs)}."""
     stage = find("cuda", "s14")
-    d = tmp_path_factory.mktemp("plan_s14")
-    src, exe = d / "plan.cu", d / "plan"
-    src.write_text(PROGRAM % {"path": stage.path, "sms": SMS})
-    # PTX only for the kernels (the program runs host code alone): seconds, not a full build
-    cmd = ["nvcc", *build.NVCC_FLAGS, *build.TORCH_NVCC_DEFINES, "-gencode=arch=compute_90a,code=compute_90a",
-           f"-I{build.CUDA_DIR}", "-o", str(exe), str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exe = gc.host_program(PROGRAM % {"path": stage.path, "sms": SMS}, tmp_path_factory.mktemp("plan_s14"))
 
     def run(shapes, l2=L2):
         args = [str(v) for (m, n, k) in shapes for v in (m, n, k, l2)]

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from study import build
+import gemm_checks as gc
 from study.registry import find
 
 PROGRAM = r"""
@@ -28,14 +28,7 @@ int main(int argc, char** argv) {
 def width(tmp_path_factory):
     """width(shapes, sms=132) -> {(M, N): promoted tile width}."""
     stage = find("cuda", "s15")
-    d = tmp_path_factory.mktemp("width_s15")
-    src, exe = d / "width.cu", d / "width"
-    src.write_text(PROGRAM % {"path": stage.path})
-    # PTX only for the kernels (the program runs host code alone): seconds, not a full build
-    cmd = ["nvcc", *build.NVCC_FLAGS, *build.TORCH_NVCC_DEFINES, "-gencode=arch=compute_90a,code=compute_90a",
-           f"-I{build.CUDA_DIR}", "-o", str(exe), str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exe = gc.host_program(PROGRAM % {"path": stage.path}, tmp_path_factory.mktemp("width_s15"))
 
     def run(shapes, sms=132):
         args = [str(v) for (m, n) in shapes for v in (m, n, sms)]
