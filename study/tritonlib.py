@@ -22,15 +22,12 @@
   with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
   call may use, where the others would spill registers.
 """
-import os
-
 import triton
 import triton.language as tl
 
 from study.operands import TRANSPOSED
 from study.tritonepilogue import update_c_in_parts
-
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+from study.tritonlaunch import INTERPRET, cdiv, replay  # noqa: F401 (INTERPRET: the stages import it here)
 
 
 @triton.jit
@@ -322,9 +319,9 @@ def launch_tile(kernel, a, b, c, alpha, beta, grid=None, num_warps_unaligned=Non
     if layout is not None:
         meta["LAYOUT"] = layout
     if grid is None:
-        tiles = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]),)
+        tiles = lambda m: (cdiv(M, m["BLOCK_M"]) * cdiv(N, m["BLOCK_N"]),)
         grid = tiles(meta) if "BLOCK_M" in meta else tiles
     lda, ldb = leading_dims(a, b, layout or "NN")
-    kernel[grid](a, b, c, M, N, K, lda, ldb, c.stride(0), float(alpha), float(beta),
-                 VEC=vec, BETA_ZERO=(beta == 0), **meta)
+    replay(kernel)[grid](a, b, c, M, N, K, lda, ldb, c.stride(0), float(alpha), float(beta),
+                         VEC=vec, BETA_ZERO=(beta == 0), **meta)
     return c

@@ -13,6 +13,8 @@ Log:    docs/stages/s01_naive.md
 import triton
 import triton.language as tl
 
+from study.tritonlaunch import cdiv, replay
+
 BLOCK_N = 128  # columns of C per program: 128 consecutive floats, coalesced loads of B
 
 
@@ -46,14 +48,14 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c on checked fp32 tensors (study validates the arguments)."""
     M, K = a.shape
     N = b.shape[1]
-    grid = (M, triton.cdiv(N, BLOCK_N))
-    s01_naive_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                           float(alpha), float(beta), BLOCK_N=BLOCK_N, BETA_ZERO=(beta == 0))
+    grid = (M, cdiv(N, BLOCK_N))
+    replay(s01_naive_kernel)[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+                                   float(alpha), float(beta), BLOCK_N=BLOCK_N, BETA_ZERO=(beta == 0))
     return c
 
 
 def unsupported(a, b, c):
     """None, or why this stage cannot run the problem (study raises it as ValueError)."""
-    if triton.cdiv(b.shape[1], BLOCK_N) > 65535:
+    if cdiv(b.shape[1], BLOCK_N) > 65535:
         return "N must be <= 8388480: grid axis 1 holds N/128 programs (limit 65535)"
     return None

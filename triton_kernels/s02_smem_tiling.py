@@ -15,6 +15,8 @@ Log:    docs/stages/s02_smem_tiling.md
 import triton
 import triton.language as tl
 
+from study.tritonlaunch import cdiv, replay
+
 BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 8  # [32, 8, 32] product = 8192 values over 4 warps
 
 
@@ -56,15 +58,15 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c on checked fp32 tensors (study validates the arguments)."""
     M, K = a.shape
     N = b.shape[1]
-    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
-    s02_smem_tiling_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                                 float(alpha), float(beta), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                                 BLOCK_K=BLOCK_K, BETA_ZERO=(beta == 0))
+    grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
+    replay(s02_smem_tiling_kernel)[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+                                         float(alpha), float(beta), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                         BLOCK_K=BLOCK_K, BETA_ZERO=(beta == 0))
     return c
 
 
 def unsupported(a, b, c):
     """None, or why this stage cannot run the problem (study raises it as ValueError)."""
-    if triton.cdiv(b.shape[1], BLOCK_N) > 65535:
+    if cdiv(b.shape[1], BLOCK_N) > 65535:
         return "N must be <= 2097120: grid axis 1 holds N/32 programs (limit 65535)"
     return None

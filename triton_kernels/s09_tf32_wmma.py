@@ -19,6 +19,7 @@ import triton.language as tl
 
 from study.tritonepilogue import update_c_in_parts
 from study.tritonlib import autotune_do_bench, autotune_prune, even_tiles, grouped_tile, tile_config
+from study.tritonlaunch import cdiv, replay
 
 
 # Candidates tile_config(BM, BN, BK, stages, warps, GROUP_M = 8): smem = stages * (BM + BN) *
@@ -122,8 +123,8 @@ def matmul(a, b, c, alpha=1.0, beta=0.0):
     """c = alpha * a @ b + beta * c, TF32 inputs; b NT (stride (1, ldb)) for speed, any strides work."""
     M, K = a.shape
     N = b.shape[1]
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    s09_tf32_wmma_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), b.stride(1), c.stride(0),
-                               float(alpha), float(beta), VEC=vector_width(a, b, c),
-                               B_KMAJOR=b_is_kmajor(b), BETA_ZERO=(beta == 0))
+    grid = lambda meta: (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
+    replay(s09_tf32_wmma_kernel)[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), b.stride(1), c.stride(0),
+                                       float(alpha), float(beta), VEC=vector_width(a, b, c),
+                                       B_KMAJOR=b_is_kmajor(b), BETA_ZERO=(beta == 0))
     return c

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from study.tritonlib import hinted_tile, launch_tile
+from study.tritonlaunch import cdiv
 
 # One configuration, chosen by rule of thumb for Hopper (not tuned: that is s11's job).
 BLOCK_M = 128    # rows of C per program: two 64-row wgmma tiles for one warpgroup
@@ -58,7 +59,7 @@ def s10_half_wmma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc, alpha, bet
 def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NN"):
     """c = alpha * a @ b + beta * c on checked fp16/bf16 tensors (study validates them) in
     `layout` (NN, NT or TN: which of a, b is a transposed view, as study read it)."""
-    grid = (triton.cdiv(a.shape[0], BLOCK_M), triton.cdiv(b.shape[1], BLOCK_N))   # 2-D, row-major
+    grid = (cdiv(a.shape[0], BLOCK_M), cdiv(b.shape[1], BLOCK_N))   # 2-D, row-major
     return launch_tile(s10_half_wmma_kernel, a, b, c, alpha, beta, grid=grid, layout=layout,
                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
                        num_stages=NUM_STAGES, num_warps_unaligned=NUM_WARPS_UNALIGNED)
@@ -66,6 +67,6 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NN"):
 
 def unsupported(a, b, c, layout="NN"):
     """None, or why this stage cannot run the problem (study raises it as ValueError)."""
-    if triton.cdiv(b.shape[1], BLOCK_N) > 65535:
+    if cdiv(b.shape[1], BLOCK_N) > 65535:
         return "N must be <= 8388480: grid axis 1 holds N/128 programs (limit 65535)"
     return None

@@ -17,10 +17,10 @@ Log:    docs/stages/s12_tma_wgmma.md
 """
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from study.tritonlib import (autotune_do_bench, autotune_prune, c_vector_width, grouped_tile, store_c_tile,
                              stored_operands, tma_config, tma_unsupported)
+from study.tritonlaunch import cdiv, descriptor, replay
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
 
@@ -91,15 +91,14 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
     N = b.shape[1]
     sa, sb = stored_operands(a, b, layout)   # row-major views: the tensors as stored
     # Box sizes are placeholders here: the chosen config's pre_hook sets them (per LAYOUT).
-    a_desc = TensorDescriptor(sa, list(sa.shape), [sa.stride(0), 1], [64, 64])
-    b_desc = TensorDescriptor(sb, list(sb.shape), [sb.stride(0), 1], [64, 64])
+    a_desc, b_desc = descriptor(sa, [64, 64]), descriptor(sb, [64, 64])
 
     def grid(meta):   # one program per C tile, 1-D so the kernel can regroup the order
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
 
-    s12_tma_wgmma_kernel[grid](a_desc, b_desc, c, M, N, K, c.stride(0),
-                               float(alpha), float(beta), C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
-                               LAYOUT=layout)
+    replay(s12_tma_wgmma_kernel)[grid](a_desc, b_desc, c, M, N, K, c.stride(0),
+                                       float(alpha), float(beta), C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
+                                       LAYOUT=layout)
     return c
 
 

@@ -24,6 +24,7 @@ import triton.language as tl
 
 from study.tritonlib import (INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile,
                              store_c_tile, stored_operands, tma_config, tma_unsupported)
+from study.tritonlaunch import cdiv, replay
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -149,12 +150,12 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
         triton.set_allocator(_scratch)   # only where the caller has set none (per thread)
 
     def grid(meta):   # persistent: never more programs than SMs or than tiles
-        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
         return (min(num_sms, tiles),)
 
-    s13_warp_specialized_kernel[grid](sa, sb, c, M, N, K, sa.stride(0), sb.stride(0), c.stride(0),
-                                      float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                                      BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and beta == 0, LAYOUT=layout)
+    replay(s13_warp_specialized_kernel)[grid](sa, sb, c, M, N, K, sa.stride(0), sb.stride(0), c.stride(0),
+                                              float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
+                                              BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and beta == 0, LAYOUT=layout)
     return c
 
 

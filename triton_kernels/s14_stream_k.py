@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 from study.operands import TRANSPOSED
 from study.tritonlib import INTERPRET, c_vector_width, store_c_tile, stored_operands, tma_unsupported
+from study.tritonlaunch import cdiv, descriptor, replay
 
 # Tile configs by token count (H100 sweep, docs/stages/s14_stream_k.md): M <= this -> (weight rows
 # BN, token tile BT, K step BK, stages, warps); smem = stages * (BN + BT) * BK * 2 B + epilogue.
@@ -220,21 +220,22 @@ def _num_sms(device_index):
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+@functools.lru_cache(maxsize=4096)   # a pure function, called on every launch
 def plan(M, N, K, num_sms, beta=0.0):
     """The decomposition of an (M, N, K) problem on num_sms SMs (a pure function of its inputs,
     so the same shape always runs the same programs and sums partials in the same order)."""
     bn, bt, bk, stages, warps = next(cfg for m, cfg in TILES if m is None or M <= m)
     own = divide(M, N, K, num_sms, Plan("", bt, num_sms, stages, warps, bn, bk))
-    tiles = triton.cdiv(N, bn) * triton.cdiv(M, bt)
+    tiles = cdiv(N, bn) * cdiv(M, bt)
     # beta != 0 stays here where it can (s13 failed a beta != 0 check at 2048x4096x4096, see the
     # log), unless the counters or int32 iteration indices would overflow
-    fits = tiles <= COUNTERS and (tiles * triton.cdiv(K, bk) + 1) * own.programs < 2**31
-    short = M > 128 and tiles < own.programs and tiles * triton.cdiv(K, bk) < SPLIT_MIN_STEPS * own.programs
-    if M > 64 and (triton.cdiv(M, 128) * triton.cdiv(N, 256) >= S13_TILES or short) and (beta == 0 or not fits):
+    fits = tiles <= COUNTERS and (tiles * cdiv(K, bk) + 1) * own.programs < 2**31
+    short = M > 128 and tiles < own.programs and tiles * cdiv(K, bk) < SPLIT_MIN_STEPS * own.programs
+    if M > 64 and (cdiv(M, 128) * cdiv(N, 256) >= S13_TILES or short) and (beta == 0 or not fits):
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)
     if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
-    wave = [(triton.cdiv(N, w[0]) * triton.cdiv(M, w[1]), -i, w) for i, w in enumerate(WAVE_TILES)
+    wave = [(cdiv(N, w[0]) * cdiv(M, w[1]), -i, w) for i, w in enumerate(WAVE_TILES)
             if M <= WAVE_MAX_M and M % w[1] == 0 and M >= 2 * w[1]]
     wave = [t for t in wave if WAVE_FILL * num_sms <= t[0] <= num_sms]
     if wave:
@@ -247,8 +248,8 @@ def divide(M, N, K, num_sms, tile):
     """Programs for a tile config (a Plan whose name and programs are ignored): stream-K over
     num_sms programs, or split-K where whole tiles cut in equal pieces fill >= 95% of them."""
     bn, bt, bk = tile.block_n, tile.block_t, tile.block_k
-    tiles = triton.cdiv(N, bn) * triton.cdiv(M, bt)
-    k_steps = triton.cdiv(K, bk)
+    tiles = cdiv(N, bn) * cdiv(M, bt)
+    k_steps = cdiv(K, bk)
     T = tiles * k_steps
     # a piece costs a bn x bt fp32 write and read: give each program at least as many K steps
     # as it takes for the tile loads to outweigh that
@@ -312,20 +313,18 @@ def launch(a, b, c, alpha, beta, p, layout="NT"):
         return _s13().matmul(a, b, c, alpha=alpha, beta=beta, layout=layout)
     x, w = stored_operands(a, b, layout)   # as stored: x (M, K) or TN's (K, M); W (N, K) or (K, N)
     a_t, b_t = TRANSPOSED[layout]          # TN: x stored K x M; NT: B stored N x K (W itself)
-    tiles = triton.cdiv(N, p.block_n) * triton.cdiv(M, p.block_t)
-    T = tiles * triton.cdiv(K, p.block_k)
+    tiles = cdiv(N, p.block_n) * cdiv(M, p.block_t)
+    T = tiles * cdiv(K, p.block_k)
     programs = min(p.programs, T)   # no empty shares: s14_stream_k_owner_kernel relies on it
     assert (T + 1) * programs < 2**31, "iteration indices must fit int32"
     ws = _buffer(a.device, tiles, 2 * programs * p.block_n * p.block_t)
-    w_desc = TensorDescriptor(w, list(w.shape), [w.stride(0), 1],
-                              [p.block_n, p.block_k] if b_t else [p.block_k, p.block_n])
-    x_desc = TensorDescriptor(x, list(x.shape), [x.stride(0), 1],
-                              [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k])
-    s14_stream_k_kernel[(programs,)](w_desc, x_desc, c, ws, M, N, K, c.stride(0), float(alpha), float(beta),
-                                     COUNTERS=COUNTERS, BLOCK_N=p.block_n, BLOCK_T=p.block_t,
-                                     BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
-                                     THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p), LAYOUT=layout,
-                                     num_warps=p.warps, num_stages=p.stages)
+    w_desc = descriptor(w, [p.block_n, p.block_k] if b_t else [p.block_k, p.block_n])
+    x_desc = descriptor(x, [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k])
+    replay(s14_stream_k_kernel)[(programs,)](w_desc, x_desc, c, ws, M, N, K, c.stride(0), float(alpha), float(beta),
+                                             COUNTERS=COUNTERS, BLOCK_N=p.block_n, BLOCK_T=p.block_t,
+                                             BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
+                                             THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p), LAYOUT=layout,
+                                             num_warps=p.warps, num_stages=p.stages)
     return c
 
 

@@ -24,6 +24,7 @@ import triton.language as tl
 
 from study.tritonepilogue import update_c_in_parts
 from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile
+from study.tritonlaunch import cdiv, replay
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -223,13 +224,13 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
     vector_scales = scale_a.numel() > 1 or scale_b.numel() > 1
 
     def grid(meta):   # persistent: never more programs than SMs or than tiles
-        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
         return (min(num_sms, tiles),)
 
-    s15_fp8_kernel[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
-                         float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                         BETA_ZERO=(beta == 0), WS_OK=_tma_stores_c(c) and not vector_scales and beta == 0,
-                         PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
+    replay(s15_fp8_kernel)[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
+                                 float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
+                                 BETA_ZERO=(beta == 0), WS_OK=_tma_stores_c(c) and not vector_scales and beta == 0,
+                                 PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
     return c
 
 

@@ -1,0 +1,88 @@
+"""study.tritonlaunch on the CPU: the launch signature separates every call Triton would compile or
+tune differently (alignment, int values, bool against int, constexpr floats, descriptor boxes)
+and nothing else; host cdiv and the unchecked TMA descriptor agree with Triton's own. The replayed
+launches themselves run in tests/test_gpu_replay.py."""
+import pytest
+import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from study import tritonlaunch
+from study.tritonlaunch import Replay, _signature, _signature_for, cdiv, descriptor
+
+CONSTEXPR_FLOATS = frozenset({5})   # argument 5 stands for a constexpr float parameter
+
+
+@pytest.fixture
+def device0(monkeypatch):
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
+
+
+@pytest.fixture
+def sig(device0):
+    return lambda *args, **kw: _signature(args, kw, CONSTEXPR_FLOATS)
+
+
+def test_signature_keeps_what_triton_specialises_on(sig):
+    x, y = torch.empty(64, 64, dtype=torch.bfloat16), torch.empty(64, 64, dtype=torch.bfloat16)
+    off = torch.empty(4097, dtype=torch.bfloat16)[1:].view(64, 64)
+    base = sig(x, y, 64, True, 1.0, 2.0, LAYOUT="NT")
+    assert sig(y, x, 64, True, 3.5, 2.0, LAYOUT="NT") == base          # new tensors, a new runtime float
+    assert sig(off, y, 64, True, 1.0, 2.0, LAYOUT="NT") != base   # 2 B off
+    assert sig(x.float(), y, 64, True, 1.0, 2.0, LAYOUT="NT") != base  # dtype
+    assert sig(x, y, 65, True, 1.0, 2.0, LAYOUT="NT") != base          # an int's value
+    assert sig(x, y, 64, 1, 1.0, 2.0, LAYOUT="NT") != base             # int 1 is not True
+    assert sig(x, y, 64, True, 1.0, 2.5, LAYOUT="NT") != base          # a constexpr float's value
+    assert sig(x, y, 64, True, 1.0, 2.0, LAYOUT="NN") != base          # a keyword's value
+    assert sig(x, y, 64, True, 1.0, 2.0, LAYOUT="NT", num_warps=8) != base
+
+
+def test_signature_refuses_what_it_cannot_key(sig):
+    x = torch.empty(8, 8)
+    assert sig(x, SCALE=x) is None          # a tensor keyword would be replayed by identity
+    assert sig(x, object()) is None          # an argument of unknown kind
+
+
+def test_generated_signature_is_the_general_one(device0):
+    """The form generated from a first call gives _signature's value for every call of the same
+    argument classes and keyword names, and hands any other call to _signature."""
+    x = torch.empty(64, 64, dtype=torch.bfloat16)
+    d = descriptor(x, [64, 64])
+    first = ((d, x, 64, True, 1.0, 2.0), {"LAYOUT": "NT", "VEC": 8})
+    fast = _signature_for(*first, CONSTEXPR_FLOATS)
+    off = torch.empty(4097, dtype=torch.bfloat16)[1:].view(64, 64)
+    calls = [first, ((descriptor(off, [64, 32]), off.float(), 65, False, 3.0, 2.5), {"LAYOUT": "NN", "VEC": 1}),
+             ((d, x, 64, 1, 1.0, 2.0), {"LAYOUT": "NT", "VEC": 8}),          # int for bool: other classes
+             ((d, x, 64, True, 1.0), {"LAYOUT": "NT", "VEC": 8}),            # fewer arguments
+             ((d, x, 64, True, 1.0, 2.0), {"VEC": 8, "LAYOUT": "NT"}),       # keywords in another order
+             ((d, x, 64, True, 1.0, 2.0), {"LAYOUT": "NT", "VEC": x}),       # a tensor keyword: None
+             ((d, x, 64, True, 1.0, 2.0), {"LAYOUT": "NT"})]
+    for args, kw in calls:
+        assert fast(args, kw) == _signature(args, kw, CONSTEXPR_FLOATS), (args[2:], kw.keys())
+    assert fast(*calls[1]) != fast(*first) and fast(*calls[2]) != fast(*first)
+
+
+def test_descriptor_signature_reads_box_shape_and_strides(sig):
+    x = torch.empty(128, 64, dtype=torch.float16)
+    d1, d2 = descriptor(x, [64, 64]), descriptor(x, [128, 64])
+    assert sig(d1) != sig(d2) and sig(d1) == sig(descriptor(torch.empty_like(x), [64, 64]))
+    assert sig(descriptor(x[:, :32], [64, 32])) != sig(descriptor(x[:64], [64, 32]))   # strides differ
+
+
+def test_descriptor_matches_tritons_constructor():
+    x = torch.empty(96, 40, dtype=torch.bfloat16)[:, :32]
+    d, ref = descriptor(x, [64, 32]), TensorDescriptor.from_tensor(x, [64, 32])
+    assert isinstance(d, TensorDescriptor)
+    assert (d.base is ref.base and list(d.shape) == list(ref.shape) and list(d.strides) == list(ref.strides)
+            and d.block_shape == ref.block_shape and d.padding == ref.padding)
+
+
+def test_cdiv():
+    assert [cdiv(x, 16) for x in (0, 1, 15, 16, 17, 4096)] == [0, 1, 1, 1, 2, 256]
+
+
+def test_forget_drops_every_kept_launch():
+    r = Replay.__new__(Replay)
+    r.entries = {("k",): object()}
+    tritonlaunch._replays.add(r)
+    tritonlaunch.forget()
+    assert r.entries == {}
