@@ -45,6 +45,7 @@ _MAX_ENTRIES = 512   # launch signatures kept per kernel (a model has a few per 
 _PLAIN = (int, float, bool, str, type(None))   # keyword values a signature holds by value
 counts = {"replayed": 0, "triton": 0}   # launches by each path, all kernels (tests read them)
 _replays = weakref.WeakSet()
+_maps: dict = {}   # _tensor_map's encodings
 
 
 def cdiv(x: int, y: int) -> int:
@@ -52,12 +53,28 @@ def cdiv(x: int, y: int) -> int:
     return -(-x // y)
 
 
-def descriptor(t, block_shape) -> TensorDescriptor:
-    """A host TMA descriptor over the whole of t (2-D, unit column stride) with the given box,
-    made without TensorDescriptor's constructor checks (~1 us a call): the stage's `unsupported`
-    has refused what TMA cannot load (bases and row strides not 16-byte aligned)."""
+def stored_layout(t, transposed=False):
+    """(rows, cols, row stride) of t as stored, row-major: of its transpose where t is a transposed
+    view (`transposed`), read without making that view (a view costs host time). A single stored
+    row's stride is whatever torch reports (1 for the [1, M] view of an [M, 1] tensor): rounded
+    up to a 16-byte multiple, it addresses nothing and TMA accepts it."""
+    if transposed:
+        rows, cols, ld = t.shape[1], t.shape[0], t.stride(1)
+    else:
+        rows, cols, ld = t.shape[0], t.shape[1], t.stride(0)
+    unit = max(1, 16 // t.element_size())
+    if rows <= 1 and ld % unit:
+        ld = -(-max(cols, 1) // unit) * unit
+    return rows, cols, ld
+
+
+def descriptor(t, block_shape, transposed=False) -> TensorDescriptor:
+    """A host TMA descriptor over t as stored (stored_layout) with the given box, made without
+    TensorDescriptor's constructor checks (~1 us a call): the stage's `unsupported` has refused
+    what TMA cannot load (bases and row strides not 16-byte aligned)."""
+    rows, cols, ld = stored_layout(t, transposed)
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, t.shape, (t.stride(0), 1), block_shape, "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = t, (rows, cols), (ld, 1), block_shape, "zero"
     return d
 
 
@@ -174,10 +191,25 @@ def _launcher(c, grid, nargs, rest):
         if descs:
             args = list(args)
             for i in order:   # from the end: each expansion leaves earlier positions in place
-                args[i:i + 1] = make_tensordesc_arg(args[i], descs[i])
+                args[i:i + 1] = _tensor_map(args[i], descs[i])
         scratch = _allocation._allocator.get()(size, align, stream) if size else None
         raw(g0, g1, g2, stream, fn, coop, pdl, scratch, None, packed, None, None, None, *args, *rest)
     return fire
+
+
+def _tensor_map(d, meta):
+    """make_tensordesc_arg(d, meta): the encoded TMA descriptor (CUtensorMap) and d's shape and
+    strides, kept per address, shape, strides, padding and kernel box (an encoding depends on nothing
+    else; each launch copies it into the kernel's parameters), so a weight is encoded once."""
+    if meta is None:   # no encoding: the launcher takes the base tensor itself
+        return make_tensordesc_arg(d, meta)
+    key = (d.base.data_ptr(), tuple(d.shape), tuple(d.strides), d.padding, id(meta))
+    got = _maps.get(key)
+    if got is None:
+        if len(_maps) >= _MAX_ENTRIES:
+            _maps.clear()
+        got = _maps[key] = (meta, make_tensordesc_arg(d, meta))   # meta kept: its id stays its own
+    return got[1]
 
 
 class _Entry:

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from study.operands import TRANSPOSED
 from study.tritonepilogue import update_c_in_parts
-from study.tritonlaunch import INTERPRET, cdiv, replay  # noqa: F401 (INTERPRET: the stages import it here)
+from study.tritonlaunch import INTERPRET, cdiv, replay, stored_layout  # noqa: F401 (INTERPRET: stages import it)
 
 
 @triton.jit
@@ -179,13 +179,10 @@ def stored_operands(a, b, layout):
 
 
 def _one_row(t):
-    """t, or for a single stored row whose row stride is not a 16-byte multiple (torch reports
-    any stride for a dimension of 1, e.g. 1 for the [1, M] view of an [M, 1] tensor) the same
-    view with the row stride rounded up to one: it addresses nothing, TMA checks it."""
-    unit = max(1, 16 // t.element_size())
-    if t.shape[0] <= 1 and t.stride(0) % unit != 0:
-        return t.as_strided(t.shape, (-(-max(t.shape[1], 1) // unit) * unit, t.stride(1)))
-    return t
+    """t, or for a single stored row whose row stride is not a 16-byte multiple the same view
+    with the row stride rounded up to one (tritonlaunch.stored_layout says why)."""
+    ld = stored_layout(t)[2]
+    return t if ld == t.stride(0) else t.as_strided(t.shape, (ld, t.stride(1)))
 
 
 def tma_unsupported(a, b, c, layout="NT"):

@@ -86,3 +86,29 @@ def test_forget_drops_every_kept_launch():
     tritonlaunch._replays.add(r)
     tritonlaunch.forget()
     assert r.entries == {}
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
+@pytest.mark.parametrize("shape", [(8, 24), (1, 24), (24, 1)])
+def test_descriptors_read_operands_as_stored_without_views(layout, shape):
+    """descriptor(t, box, transposed) covers what tritonlib.stored_operands' views cover (the
+    same memory, shape and row stride, a single stored row's stride rounded up as there)."""
+    from study.operands import TRANSPOSED
+    from study.tritonlib import stored_operands
+
+    M, K = shape
+    a_t, b_t = TRANSPOSED[layout]
+    a = torch.empty(K, M, dtype=torch.float16).t() if a_t else torch.empty(M, K, dtype=torch.float16)
+    b = torch.empty(7, K, dtype=torch.float16).t() if b_t else torch.empty(K, 7, dtype=torch.float16)
+    for t, transposed, view in zip((a, b), (a_t, b_t), stored_operands(a, b, layout)):
+        d = descriptor(t, [8, 8], transposed)
+        assert d.base.data_ptr() == view.data_ptr()
+        assert tuple(d.shape) == tuple(view.shape) and tuple(d.strides) == (view.stride(0), 1)
+
+
+def test_single_stored_row_stride_rounded_up():
+    from study.tritonlib import stored_operands
+
+    row = torch.empty(20, 1, dtype=torch.float16).t()   # [1, 20], torch reports row stride 1
+    assert row.stride(0) == 1
+    assert descriptor(row, [8, 8]).strides == (24, 1) == stored_operands(row, row.t(), "NN")[0].stride()

@@ -18,8 +18,9 @@ Log:    docs/stages/s12_tma_wgmma.md
 import triton
 import triton.language as tl
 
+from study.operands import TRANSPOSED
 from study.tritonlib import (autotune_do_bench, autotune_prune, c_vector_width, grouped_tile, store_c_tile,
-                             stored_operands, tma_config, tma_unsupported)
+                             tma_config, tma_unsupported)
 from study.tritonlaunch import cdiv, descriptor, replay
 
 GROUP_M = 8   # tile rows per group: programs in a group reuse the same B tiles from L2
@@ -89,9 +90,9 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
     (N, K) tensor; NN both row-major; TN a the (M, K) view of a (K, M) tensor."""
     M, K = a.shape
     N = b.shape[1]
-    sa, sb = stored_operands(a, b, layout)   # row-major views: the tensors as stored
+    a_t, b_t = TRANSPOSED[layout]   # descriptors on A and B as stored (row-major)
     # Box sizes are placeholders here: the chosen config's pre_hook sets them (per LAYOUT).
-    a_desc, b_desc = descriptor(sa, [64, 64]), descriptor(sb, [64, 64])
+    a_desc, b_desc = descriptor(a, [64, 64], a_t), descriptor(b, [64, 64], b_t)
 
     def grid(meta):   # one program per C tile, 1-D so the kernel can regroup the order
         return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)

@@ -22,9 +22,10 @@ import torch
 import triton
 import triton.language as tl
 
+from study.operands import TRANSPOSED
 from study.tritonlib import (INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile,
-                             store_c_tile, stored_operands, tma_config, tma_unsupported)
-from study.tritonlaunch import cdiv, replay
+                             store_c_tile, tma_config, tma_unsupported)
+from study.tritonlaunch import cdiv, replay, stored_layout
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -143,7 +144,8 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
     (N, K) tensor; NN both row-major; TN a the (M, K) view of a (K, M) tensor."""
     M, K = a.shape
     N = b.shape[1]
-    sa, sb = stored_operands(a, b, layout)   # row-major views: the tensors as stored
+    a_t, b_t = TRANSPOSED[layout]   # row strides of A and B as stored (row-major)
+    lda, ldb = stored_layout(a, a_t)[2], stored_layout(b, b_t)[2]
     num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
     alloc = triton.runtime._allocation
     if not INTERPRET and alloc._allocator.get() is alloc._NULL_ALLOCATOR:
@@ -153,7 +155,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
         tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
         return (min(num_sms, tiles),)
 
-    replay(s13_warp_specialized_kernel)[grid](sa, sb, c, M, N, K, sa.stride(0), sb.stride(0), c.stride(0),
+    replay(s13_warp_specialized_kernel)[grid](a, b, c, M, N, K, lda, ldb, c.stride(0),
                                               float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
                                               BETA_ZERO=(beta == 0), WS=_tma_stores_c(c) and beta == 0, LAYOUT=layout)
     return c

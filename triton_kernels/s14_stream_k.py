@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from study.operands import TRANSPOSED
-from study.tritonlib import INTERPRET, c_vector_width, store_c_tile, stored_operands, tma_unsupported
+from study.tritonlib import INTERPRET, c_vector_width, store_c_tile, tma_unsupported
 from study.tritonlaunch import cdiv, descriptor, replay
 
 # Tile configs by token count (H100 sweep, docs/stages/s14_stream_k.md): M <= this -> (weight rows
@@ -311,15 +311,14 @@ def launch(a, b, c, alpha, beta, p, layout="NT"):
     N = b.shape[1]
     if p.name == "data-parallel (s13)":
         return _s13().matmul(a, b, c, alpha=alpha, beta=beta, layout=layout)
-    x, w = stored_operands(a, b, layout)   # as stored: x (M, K) or TN's (K, M); W (N, K) or (K, N)
-    a_t, b_t = TRANSPOSED[layout]          # TN: x stored K x M; NT: B stored N x K (W itself)
+    a_t, b_t = TRANSPOSED[layout]   # as stored: x (M, K) or TN's (K, M); W (N, K) for NT, else (K, N)
     tiles = cdiv(N, p.block_n) * cdiv(M, p.block_t)
     T = tiles * cdiv(K, p.block_k)
     programs = min(p.programs, T)   # no empty shares: s14_stream_k_owner_kernel relies on it
     assert (T + 1) * programs < 2**31, "iteration indices must fit int32"
     ws = _buffer(a.device, tiles, 2 * programs * p.block_n * p.block_t)
-    w_desc = descriptor(w, [p.block_n, p.block_k] if b_t else [p.block_k, p.block_n])
-    x_desc = descriptor(x, [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k])
+    w_desc = descriptor(b, [p.block_n, p.block_k] if b_t else [p.block_k, p.block_n], b_t)
+    x_desc = descriptor(a, [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k], a_t)
     replay(s14_stream_k_kernel)[(programs,)](w_desc, x_desc, c, ws, M, N, K, c.stride(0), float(alpha), float(beta),
                                              COUNTERS=COUNTERS, BLOCK_N=p.block_n, BLOCK_T=p.block_t,
                                              BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),

@@ -212,7 +212,6 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
     fast_accum: one wgmma chain over all of K (faster, less accurate)."""
     M, K = a.shape
     N = b.shape[1]
-    bt = b.t()   # (N, K) with unit stride along K: the tensor B was stored as
     num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
     alloc = triton.runtime._allocation
     if not INTERPRET and alloc._allocator.get() is alloc._NULL_ALLOCATOR:
@@ -227,7 +226,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
         tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
         return (min(num_sms, tiles),)
 
-    replay(s15_fp8_kernel)[grid](a, bt, c, scale_a, scale_b, M, N, K, a.stride(0), bt.stride(0), c.stride(0),
+    replay(s15_fp8_kernel)[grid](a, b, c, scale_a, scale_b, M, N, K, a.stride(0), b.stride(1), c.stride(0),
                                  float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
                                  BETA_ZERO=(beta == 0), WS_OK=_tma_stores_c(c) and not vector_scales and beta == 0,
                                  PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
