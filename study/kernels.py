@@ -2,12 +2,12 @@
 
 CUDA stages (compiled by build.py), Triton stages (their file's `matmul`), cuBLAS (torch.mm;
 fp8: torch._scaled_mm) and Inductor's autotuned Triton GEMM (inductor.py) behind one interface.
-One checker (operands.py) serves all families, so a bad argument gets the same message whichever
-kernel it reaches, before any launch. Each kernel takes the layouts its .layouts lists (a stage:
-its header's; a baseline: all three), and a call's layout is read from the operands' strides. A kernel that cannot run on this machine (no GPU, wrong
-architecture) refuses at construction with RuntimeError saying why; a call makes the operands'
-GPU current, then checks its architecture and the kernel's limits. Every family gets beta as the
-kernels see it (operands.kernel_beta), and c's version counter is bumped after the raw write.
+One checker (operands.py) serves all families: a bad argument gets the same message whichever kernel
+it reaches, before any launch. A kernel takes the layouts its .layouts lists (read from strides). A kernel that cannot run
+here (no GPU, wrong architecture) refuses at construction with RuntimeError saying why; a call
+makes the operands' GPU current, then checks its architecture and the kernel's limits. Every
+family gets beta as the kernels see it (operands.kernel_beta); c's version counter is bumped after
+the raw write. A Triton stage replays a checked call signature's launch (tritoncall).
 
 fp8 kernels take the scales too: `f(a, b, c=None, *, scale_a, scale_b, alpha=1.0, beta=0.0)`,
 a and b e4m3 (b the transposed view of a contiguous [N, K]), C in bf16 (the stage's output type),
@@ -36,8 +36,7 @@ class Kernel:
     name: str
     precisions: tuple
     layout: str           # the primary layout (layouts[0])
-    layouts: tuple        # every layout it takes (registry.LAYOUTS), read from the strides per call;
-                          # a subclass that sets only .layout takes that one
+    layouts: tuple        # every layout it takes (registry.LAYOUTS), read per call; else .layout alone
     out_dtype = None      # fp8: the output dtype (C); None: C has a's dtype
     fast_accum = False    # fp8: one FP8 accumulate chain over all of K (no promotion into fp32)
 
@@ -55,7 +54,7 @@ class Kernel:
             if c is None:
                 c = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
             with ops.on_device(a.device):
-                self._run(p, a, b, c, float(alpha), kernel_beta(beta), None)
+                self._run_again(key, p, a, b, c, float(alpha), kernel_beta(beta))
             torch.autograd.graph.increment_version(c)
             return c
         p = check_operands(self.precisions, getattr(self, "layouts", self.layout), a, b, c, alpha, beta,
@@ -98,6 +97,9 @@ class Kernel:
 
     def _run(self, p: Problem, a, b, c, alpha: float, beta: float, scales=None):
         raise NotImplementedError
+
+    def _run_again(self, key, p: Problem, a, b, c, alpha: float, beta: float):   # key: a checked signature
+        self._run(p, a, b, c, alpha, beta)
 
     def _init_precision(self, fast_accum: bool, out: str = "bf16"):
         """fp8 kernels: the output dtype, and whether fast accumulation may be asked for."""
@@ -166,7 +168,6 @@ class CudaKernel(Kernel):
         config = self.config
         if config is None and self.configs() and p.precision not in SCALED:
             from . import autotune
-
             config = autotune.choose(self, p, a, b, c)
         stream = ops.raw_stream(a.device.index)
         getattr(self.module, f"launch_{p.precision}")(*self._args(p, a, b, c, alpha, beta, scales), stream,
@@ -201,6 +202,8 @@ class TritonKernel(Kernel):
         if why:
             raise RuntimeError(f"triton stage {stage.stem} cannot run here: {why}")
         self.module = _load_triton_module(stage)
+        from .tritoncall import Calls   # imports triton: only where a Triton stage is made
+        self._calls = Calls()
 
     def _allow_cpu(self):
         return registry._interpreting()
@@ -215,6 +218,9 @@ class TritonKernel(Kernel):
         why = unsupported(a, b, c, *(scales or ()), **self._layout(p)) if unsupported else None
         if why:
             raise ValueError(f"{self.name}: {why}")
+
+    def _run_again(self, key, p, a, b, c, alpha, beta):   # its last launch again (tritoncall)
+        self._calls.run(key, lambda: self._run(p, a, b, c, alpha, beta), (a, b, c))
 
     def _run(self, p, a, b, c, alpha, beta, scales=None):
         if scales:
@@ -260,10 +266,9 @@ class CublasKernel(Kernel):
 
 
 class InductorKernel(Kernel):
-    """Inductor's autotuned Triton GEMM (inductor.py): `torch.compile(mode="max-autotune")` with
-    the Triton backend only, no Inductor CUDA graphs, fullgraph, static shapes. The first call at
-    each shape compiles and autotunes (cached on disk); TF32 flags set for the call as cuBLAS's.
-    fp8 through torch._scaled_mm (Inductor's Triton scaled-mm templates); NT only."""
+    """Inductor's autotuned Triton GEMM (inductor.py): `torch.compile(mode="max-autotune")`, Triton
+    backend only, no Inductor CUDA graphs, fullgraph, static shapes; compiles and autotunes at each
+    new shape (cached on disk); TF32 flags as cuBLAS's; fp8 via torch._scaled_mm, NT only."""
 
     family = "inductor"
 
@@ -299,14 +304,13 @@ def kernel(family: str, name, *, config: int | None = None, layout: str | None =
            fast_accum: bool = False) -> Kernel:
     """`study.kernel("cuda" | "triton" | "cublas" | "inductor", name)`: a GEMM function on tensors.
 
-    name: a stage ("s04", 4, "s04_vectorized", "vectorized") or, for cublas and inductor, a
-    precision ("fp32", "tf32", "fp16", "bf16", "fp8"; "fp8_fast": fp8, fast_accum). config: a CUDA
-    autotuned stage's configuration index (default: tuned per shape class; an fp8 stage's
-    default is its promoted accumulation). layout: for cublas/inductor only, the primary layout
-    (.layout), "NN" (default; fp8: "NT", its only layout), "NT" or "TN"; every kernel takes each
-    layout its .layouts lists, read from the operands' strides. fast_accum: fp8 kernels only, one FP8 accumulate chain over
-    all of K (CUDA: the stage's "fast_accum" configuration; Triton: matmul(fast_accum=True);
-    cuBLAS: use_fast_accum=True)."""
+    name: a stage ("s04", 4, "s04_vectorized", "vectorized") or, for cublas and inductor, a precision
+    ("fp32", "tf32", "fp16", "bf16", "fp8"; "fp8_fast": fp8, fast_accum). config: a CUDA autotuned
+    stage's configuration index (default: tuned per shape class; fp8: promoted accumulation).
+    layout: cublas/inductor only, the primary layout (.layout), "NN" (default; fp8: "NT", its only
+    layout), "NT" or "TN"; every kernel takes each layout its .layouts lists, read from the
+    operands' strides. fast_accum: fp8 only, one FP8 accumulate chain over all of K (CUDA: the
+    "fast_accum" configuration; Triton: matmul(fast_accum=True); cuBLAS: use_fast_accum=True)."""
     if family in BASELINES:
         if config is not None:
             raise ValueError("config: only CUDA autotuned stages take a config index")

@@ -43,9 +43,10 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 _MAX_ENTRIES = 512   # launch signatures kept per kernel (a model has a few per layer shape)
 _PLAIN = (int, float, bool, str, type(None))   # keyword values a signature holds by value
-counts = {"replayed": 0, "triton": 0}   # launches by each path, all kernels (tests read them)
+counts = {"replayed": 0, "triton": 0, "recipe": 0}   # launches by each path (tests read them)
 _replays = weakref.WeakSet()
 _maps: dict = {}   # _tensor_map's encodings
+_seen = None       # while record_call runs: the launches Replay.run made
 
 
 def cdiv(x: int, y: int) -> int:
@@ -253,8 +254,13 @@ class Replay:
             else:
                 e.fire(args, driver.active.get_current_stream(key[0]))
                 counts["replayed"] += 1
+                if _seen is not None:
+                    _seen.append((self, key, args))
                 return e.compiled
-        return self._record(key, grid, args, kwargs)
+        out = self._record(key, grid, args, kwargs)
+        if _seen is not None:
+            _seen.append((self, key, args))
+        return out
 
     def _record(self, key, grid, args, kwargs):
         """Triton's own launch; what it launched is kept under `key` when it can be replayed."""
@@ -305,3 +311,4 @@ class Replay:
         key = [named[n] for n in at.keys if n in named]
         key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
         return tuple(key)
+

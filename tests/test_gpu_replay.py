@@ -1,7 +1,8 @@
-"""The Triton stages' replayed launches (study.tritonlaunch, marker gpu): after the first call of a
-launch signature, a call with new operands of the same signature skips Triton's dispatch and gives
-the bits Triton's own path gives; a new signature (16-byte alignment, beta != 0, another shape), a
-cleared autotuner cache or a launch hook sends the call through Triton again."""
+"""The Triton stages' replayed launches (study.tritonlaunch, study.tritoncall; marker gpu): after the
+first call of a launch signature, a call with new operands of the same signature skips Triton's
+dispatch and gives the bits Triton's own path gives; a repeated call signature fires its recipe
+(no stage Python) with the same bits; a new signature (16-byte alignment, beta != 0, another
+shape), a cleared autotuner cache or a launch hook sends the call through Triton again."""
 import pytest
 import torch
 
@@ -40,6 +41,7 @@ def through_triton(k, args, kwargs):
     before = dict(tritonlaunch.counts)
     out = k(*args[:2], args[2].clone(), **kwargs)
     assert tritonlaunch.counts["replayed"] == before["replayed"], "forget() left a launch to replay"
+    assert tritonlaunch.counts["recipe"] == before["recipe"], "forget() left a recipe to fire"
     return out
 
 
@@ -59,6 +61,32 @@ def test_replayed_call_gives_tritons_bits(stage):
         ref = through_triton(k, (args[0], args[1], c0), dict(kwargs, alpha=1.25))
         torch.cuda.synchronize()
         assert torch.equal(out, ref), f"{stage.stem} beta={beta}: replayed launch differs from Triton's"
+
+
+@pytest.mark.parametrize("stage", [p for p in triton_stages() if "fp8" not in p.values[0].precisions])
+def test_repeated_call_signature_fires_its_recipe(stage):
+    """C allocated (the signature holds no address): new operands fire the recipe. C given with
+    beta != 0 (the signature holds every address): the same tensors with new contents do."""
+    k = study.kernel("triton", stage.stem)
+    for seed in (0, 1):   # the first call is checked, the second records the recipe
+        k(*operands(stage, seed)[0][:2])
+    a, b, _ = operands(stage, 2)[0]
+    before = dict(tritonlaunch.counts)
+    out = k(a, b)
+    assert tritonlaunch.counts["recipe"] == before["recipe"] + 1, f"{stage.stem}: no recipe fired"
+    assert tritonlaunch.counts["triton"] == before["triton"]
+    assert torch.equal(out, through_triton(k, (a, b, torch.empty_like(out)), {}))
+    a, b, c = operands(stage, 3)[0]
+    buf = c.clone()
+    for _ in range(2):
+        buf.copy_(c)
+        k(a, b, buf, alpha=1.5, beta=0.5)
+    a.copy_(operands(stage, 4)[0][0])   # new contents, the same addresses
+    buf.copy_(c)
+    before = dict(tritonlaunch.counts)
+    k(a, b, buf, alpha=1.5, beta=0.5)
+    assert tritonlaunch.counts["recipe"] == before["recipe"] + 1, f"{stage.stem} beta: no recipe fired"
+    assert torch.equal(buf, through_triton(k, (a, b, c), {"alpha": 1.5, "beta": 0.5}))
 
 
 def test_new_alignment_goes_through_triton():
