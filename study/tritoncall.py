@@ -56,12 +56,11 @@ def record_call(run, operands):
     if not launch._direct_ok():   # a profiler's hook (or the interpreter): Triton's path, try again later
         run()
         return None
-    launch._seen = []
+    launch.recording.seen = seen = []   # this thread's launches only (another thread's are not ours)
     try:
         run()
-        seen = launch._seen
     finally:
-        launch._seen = None
+        launch.recording.seen = None
     if len(seen) != 1 or seen[0][1] is None or seen[0][0].entries.get(seen[0][1]) is None:
         return False
     r, key, args = seen[0]

@@ -28,6 +28,7 @@ autotuner no longer holds the recorded config for the call's key or its config l
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 
 import torch
@@ -46,7 +47,7 @@ _PLAIN = (int, float, bool, str, type(None))   # keyword values a signature hold
 counts = {"replayed": 0, "triton": 0, "recipe": 0}   # launches by each path (tests read them)
 _replays = weakref.WeakSet()
 _maps: dict = {}   # _tensor_map's encodings
-_seen = None       # while record_call runs: the launches Replay.run made
+recording = threading.local()   # .seen: while this thread's record_call runs, the launches made
 
 
 def cdiv(x: int, y: int) -> int:
@@ -254,12 +255,14 @@ class Replay:
             else:
                 e.fire(args, driver.active.get_current_stream(key[0]))
                 counts["replayed"] += 1
-                if _seen is not None:
-                    _seen.append((self, key, args))
+                seen = getattr(recording, "seen", None)
+                if seen is not None:
+                    seen.append((self, key, args))
                 return e.compiled
         out = self._record(key, grid, args, kwargs)
-        if _seen is not None:
-            _seen.append((self, key, args))
+        seen = getattr(recording, "seen", None)
+        if seen is not None:
+            seen.append((self, key, args))
         return out
 
     def _record(self, key, grid, args, kwargs):

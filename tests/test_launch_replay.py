@@ -2,8 +2,12 @@
 tune differently (alignment, int values, bool against int, constexpr floats, descriptor boxes)
 and nothing else; host cdiv and the unchecked TMA descriptor agree with Triton's own. The replayed
 launches themselves run in tests/test_gpu_replay.py."""
+import types
+
 import pytest
 import torch
+import triton
+import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from study import tritonlaunch
@@ -112,3 +116,76 @@ def test_single_stored_row_stride_rounded_up():
     row = torch.empty(20, 1, dtype=torch.float16).t()   # [1, 20], torch reports row stride 1
     assert row.stride(0) == 1
     assert descriptor(row, [8, 8]).strides == (24, 1) == stored_operands(row, row.t(), "NN")[0].stride()
+
+
+# --- the replay and recipe paths with a stand-in launcher (the real ones: test_gpu_replay.py) ---
+
+@triton.jit
+def _stand_in_kernel(a_ptr, d, n, x, BLOCK: tl.constexpr):
+    pass
+
+
+@pytest.fixture
+def direct(monkeypatch, device0):
+    """Replay's direct path on a CPU: no hook or patch to step aside for, stream 7; each fire
+    appends (args, stream) to the returned list."""
+    from study import tritoncall
+    from study.tritonlaunch import _Entry
+
+    monkeypatch.setattr(tritonlaunch, "_direct_ok", lambda: True)
+    stand_in = types.SimpleNamespace(active=types.SimpleNamespace(get_current_stream=lambda dev: 7,
+                                                                  get_current_device=lambda: 0))
+    monkeypatch.setattr(tritonlaunch, "driver", stand_in)
+    monkeypatch.setattr(tritoncall, "driver", stand_in)
+    fired = []
+    r = Replay(_stand_in_kernel)
+
+    def keep(args, kwargs):   # what _record would keep for this signature
+        r.entries[r.signature(args, kwargs)] = _Entry("compiled", lambda a, s: fired.append((list(a), s)), ())
+    return r, keep, fired
+
+
+def test_replayed_launch_hands_its_arguments_to_the_launcher(direct):
+    r, keep, fired = direct
+    x, y = torch.empty(64, 64), torch.empty(64, 64)
+    keep((x, descriptor(x, [16, 16]), 64, 2.0), {"BLOCK": 16})
+    before = dict(tritonlaunch.counts)
+    d = descriptor(y, [16, 16])
+    assert r[(1,)](y, d, 64, 3.5, BLOCK=16) == "compiled"
+    assert fired == [([y, d, 64, 3.5], 7)] and tritonlaunch.counts["replayed"] == before["replayed"] + 1
+
+
+def test_recipe_fills_in_new_operands_and_keeps_the_rest(direct):
+    from study.tritoncall import fire_recipe, record_call
+
+    r, keep, fired = direct
+    a, b, c = torch.empty(32, 32), torch.empty(32, 32).t(), torch.empty(32, 32)   # b: NT's view
+    own = torch.zeros(8)   # a buffer of the stage's own (s14's workspace)
+    keep((a, descriptor(b, [16, 16], True), c, own, 32, 1.5), {"BLOCK": 16})
+    stage = lambda a, b, c: r[(4,)](a, descriptor(b, [16, 16], True), c, own, 32, 1.5, BLOCK=16)  # noqa: E731
+    rc = record_call(lambda: stage(a, b, c), (a, b, c))
+    assert rc and rc.template[:3] == [None, None, None], "the recorded operands must not be kept"
+    a2, b2, c2 = torch.empty(32, 32), torch.empty(32, 32).t(), torch.empty(32, 32)
+    fired.clear()
+    assert fire_recipe(rc, (a2, b2, c2))
+    (args, stream), = fired
+    assert args[0] is a2 and args[2] is c2 and args[3] is own and args[4:] == [32, 1.5] and stream == 7
+    assert args[1].base is b2 and tuple(args[1].strides) == (32, 1) and args[1].block_shape == [16, 16]
+    tritonlaunch.forget()   # a dropped launch: the recipe steps aside
+    assert not fire_recipe(rc, (a2, b2, c2))
+
+
+def test_recipe_refuses_views_and_other_threads_launches(direct):
+    import threading
+
+    from study.tritoncall import record_call
+
+    r, keep, fired = direct
+    a, b, c = (torch.empty(32, 32) for _ in range(3))
+    keep((a.t(), c, 32, 1.5), {"BLOCK": 16})
+    assert record_call(lambda: r[(1,)](a.t(), c, 32, 1.5, BLOCK=16), (a, b, c)) is False   # a view of a
+    keep((a, c, 32, 1.5), {"BLOCK": 16})
+    fired.clear()
+    other = threading.Thread(target=lambda: r[(1,)](a, c, 32, 1.5, BLOCK=16))
+    rc = record_call(lambda: (other.start(), other.join(), r[(1,)](a, c, 32, 1.5, BLOCK=16)), (a, b, c))
+    assert rc and len(fired) == 2   # the other thread's launch ran but is not in the recipe
