@@ -3,8 +3,8 @@
 CUDA stages (compiled by build.py), Triton stages (their file's `matmul`), cuBLAS (torch.mm;
 fp8: torch._scaled_mm) and Inductor's autotuned Triton GEMM (inductor.py) behind one interface.
 One checker (operands.py) serves all families: a bad argument gets the same message whichever kernel
-it reaches, before any launch. A kernel takes the layouts its .layouts lists (read from strides). A kernel that cannot run
-here (no GPU, wrong architecture) refuses at construction with RuntimeError saying why; a call
+it reaches, before any launch. A kernel takes the layouts its .layouts lists (read from strides); one
+that cannot run here (no GPU, wrong architecture) refuses at construction saying why; a call
 makes the operands' GPU current, then checks its architecture and the kernel's limits. Every
 family gets beta as the kernels see it (operands.kernel_beta); c's version counter is bumped after
 the raw write. A Triton stage replays a checked call signature's launch (tritoncall).
@@ -41,25 +41,26 @@ class Kernel:
     fast_accum = False    # fp8: one FP8 accumulate chain over all of K (no promotion into fp32)
 
     def __call__(self, a, b, c=None, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None):
-        if torch.is_grad_enabled():   # a raw launch has no backward: say so rather than drop gradients
-            for name, t in (("a", a), ("b", b), ("c", c)):
+        if torch.is_grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)
+                                        or getattr(c, "requires_grad", False)):
+            for name, t in (("a", a), ("b", b), ("c", c)):   # a raw launch has no backward: say so
                 if isinstance(t, torch.Tensor) and t.requires_grad:
                     raise ValueError(f"{name} requires grad, and a kernel call is not differentiable: use "
                                      f"study.Linear or study.use (autograd through the stage), or torch.no_grad()")
         if torch.compiler.is_compiling():   # Dynamo cannot trace a raw launch: run it as an opaque op
             return ops.traced(self, a, b, c, alpha, beta, scale_a, scale_b)
         key = signature(a, b, c, alpha, beta, scale_a, scale_b)
-        p = self.__dict__.setdefault("_passed", {}).get(key) if key is not None else None
-        if p is not None:   # every check below passed for operands of this signature: launch at once
+        hit = self.__dict__.setdefault("_passed", {}).get(key) if key is not None else None
+        if hit is not None:   # every check below passed for operands of this signature: launch at once
+            p, beta = hit     # beta as the kernels take it (kernel_beta: fixed by the signature)
             if c is None:
                 c = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
             with ops.on_device(a.device):
-                self._run_again(key, p, a, b, c, float(alpha), kernel_beta(beta))
+                self._run_again(key, p, a, b, c, float(alpha), beta)
             torch.autograd.graph.increment_version(c)
             return c
         p = check_operands(self.precisions, getattr(self, "layouts", self.layout), a, b, c, alpha, beta,
-                           allow_cpu=self._allow_cpu(),
-                           scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
+                           allow_cpu=self._allow_cpu(), scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
         if c is None:
             c = torch.empty((p.M, p.N), dtype=self.out_dtype if p.precision in SCALED else a.dtype, device=a.device)
         beta = kernel_beta(beta)  # one beta == 0 rule for all families: float32(beta) == 0
@@ -79,7 +80,7 @@ class Kernel:
             passed = self._passed
             if len(passed) >= 256:
                 passed.clear()
-            passed[key] = p
+            passed[key] = (p, beta)
         return c
 
     def _allow_cpu(self) -> bool:
@@ -104,8 +105,7 @@ class Kernel:
     def _init_precision(self, fast_accum: bool, out: str = "bf16"):
         """fp8 kernels: the output dtype, and whether fast accumulation may be asked for."""
         if fast_accum and not set(self.precisions) & set(SCALED):
-            raise ValueError(f"fast_accum: only fp8 kernels accumulate in FP8 chains; {self.name} takes "
-                             f"{', '.join(self.precisions)}")
+            raise ValueError(f"fast_accum: only fp8 kernels accumulate in FP8 chains; {self.name} takes {', '.join(self.precisions)}")
         if set(self.precisions) & set(SCALED):
             self.out_dtype, self.fast_accum = OUT_DTYPES[out], bool(fast_accum)
 

@@ -47,11 +47,14 @@ def current_gpu() -> int:
     return get() if get else -1
 
 
+_NO_GUARD = contextlib.nullcontext()   # reusable: it holds no state
+
+
 def on_device(dev: torch.device):
     """Make the operands' GPU `dev` current for a check and launch: a no-op when it already is
     (entering torch.cuda.device costs microseconds of host time per call) or for a CPU tensor."""
     if dev.type != "cuda" or dev.index == current_gpu():
-        return contextlib.nullcontext()
+        return _NO_GUARD
     return torch.cuda.device(dev)
 
 
