@@ -40,10 +40,10 @@ class Recipe:
     """One call's launch as a function of its operands (a, b, c): each positional argument of
     the kept launch is an operand, a descriptor over one, or a value fixed by the call's
     signature (study.operands.signature: shapes, strides, dtypes, alignment, alpha, beta)."""
-    __slots__ = ("replay", "key", "entry", "template", "slots", "descs")
+    __slots__ = ("device", "entry", "template", "slots", "descs")
 
-    def __init__(self, replay, key, entry, template, slots, descs):
-        self.replay, self.key, self.entry = replay, key, entry
+    def __init__(self, device, entry, template, slots, descs):
+        self.device, self.entry = device, entry
         self.template, self.slots, self.descs = template, slots, descs
 
 
@@ -79,14 +79,14 @@ def record_call(run, operands):
             return False
     for i in [i for i, _ in slots] + [d[0] for d in descs]:
         template[i] = None   # filled per call: the recorded operands are not kept alive
-    return Recipe(r, key, r.entries[key], template, tuple(slots), tuple(descs))
+    return Recipe(key[0], r.entries[key], template, tuple(slots), tuple(descs))
 
 
 def fire_recipe(rc, operands) -> bool:
     """Launch rc on new operands of the signature it was recorded under; False (nothing launched)
     where Triton's own path must run instead (as Replay.run decides)."""
     e = rc.entry
-    if not launch._direct_ok() or rc.replay.entries.get(rc.key) is not e:
+    if not e.alive or not launch._direct_ok():
         return False
     for at, k, cfg, cfgs in e.tuners:
         if at.configs is not cfgs or (k is not None and at.cache.get(k) is not cfg):
@@ -98,6 +98,6 @@ def fire_recipe(rc, operands) -> bool:
         d = object.__new__(TensorDescriptor)
         d.base, d.shape, d.strides, d.block_shape, d.padding = operands[which], shape, strides, box, padding
         args[i] = d
-    e.fire(args, driver.active.get_current_stream(rc.key[0]))
+    e.fire(args, driver.active.get_current_stream(rc.device))
     launch.counts["recipe"] += 1
     return True

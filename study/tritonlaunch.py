@@ -95,7 +95,7 @@ def _direct_ok() -> bool:
 def forget():
     """Drop every kept launch: each kernel's next call goes through Triton again."""
     for r in list(_replays):
-        r.entries.clear()
+        r.drop()
 
 
 def replay(kernel) -> "Replay":
@@ -215,10 +215,10 @@ def _tensor_map(d, meta):
 
 
 class _Entry:
-    __slots__ = ("compiled", "fire", "tuners")
+    __slots__ = ("compiled", "fire", "tuners", "alive")   # alive: still in its Replay's entries
 
     def __init__(self, compiled, fire, tuners):
-        self.compiled, self.fire, self.tuners = compiled, fire, tuners
+        self.compiled, self.fire, self.tuners, self.alive = compiled, fire, tuners, True
 
 
 class Replay:
@@ -241,6 +241,12 @@ class Replay:
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self.run(grid, args, kwargs)
+
+    def drop(self):
+        """Forget every kept launch (a recipe over one then steps aside)."""
+        for e in self.entries.values():
+            e.alive = False
+        self.entries.clear()
 
     def run(self, grid, args, kwargs):
         if not _direct_ok():
@@ -298,9 +304,12 @@ class Replay:
                     return compiled
                 tuners.append((at, at_key, cfg, at.configs))
         if len(self.entries) >= _MAX_ENTRIES:
-            self.entries.clear()
+            self.drop()
         grid3 = (tuple(got["grid"]) + (1, 1))[:3]
         fire = _launcher(compiled, grid3, len(args), tuple(bound[len(args):]))
+        old = self.entries.get(key)
+        if old is not None:
+            old.alive = False
         self.entries[key] = _Entry(compiled, fire, tuple(tuners))
         if self.signature is self.general:   # the first signature kept: generate its form
             self.signature = _signature_for(args, kwargs, self.value_floats) or self.general

@@ -85,11 +85,14 @@ def test_cdiv():
 
 
 def test_forget_drops_every_kept_launch():
+    from study.tritonlaunch import _Entry
+
     r = Replay.__new__(Replay)
-    r.entries = {("k",): object()}
+    e = _Entry("compiled", None, ())
+    r.entries = {("k",): e}
     tritonlaunch._replays.add(r)
     tritonlaunch.forget()
-    assert r.entries == {}
+    assert r.entries == {} and not e.alive   # a recipe over e steps aside
 
 
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
