@@ -192,3 +192,43 @@ def test_recipe_refuses_views_and_other_threads_launches(direct):
     other = threading.Thread(target=lambda: r[(1,)](a, c, 32, 1.5, BLOCK=16))
     rc = record_call(lambda: (other.start(), other.join(), r[(1,)](a, c, 32, 1.5, BLOCK=16)), (a, b, c))
     assert rc and len(fired) == 2   # the other thread's launch ran but is not in the recipe
+
+
+class builtin_function_or_method:   # noqa: N801 -- stands in for Triton's C launcher (the name is what
+    """Records each launch's arguments."""   # tritonlaunch._launcher checks before calling it raw)
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+@pytest.mark.parametrize("scratch", [0, 128])
+def test_raw_launch_passes_what_tritons_launcher_passes(scratch):
+    """_launcher's direct call of the C launcher gets, argument for argument, what Triton 3.6's
+    CudaLauncher and its descriptor wrapper hand it (descriptors expanded, global scratch sized
+    by the grid)."""
+    from triton.backends.nvidia.driver import CudaLauncher, wrap_handle_tensordesc
+
+    from study.tritonlaunch import _launcher
+
+    raw = builtin_function_or_method()
+    signature = {0: "tensordesc<fp16[64, 64]>", 1: "*fp16", 2: "i32", 3: "fp32", 4: "constexpr"}
+    run = object.__new__(CudaLauncher)
+    run.launch = wrap_handle_tensordesc(raw, signature, None)
+    run.num_ctas, run.launch_cooperative_grid, run.launch_pdl = 1, False, False
+    run.global_scratch_size, run.global_scratch_align = scratch, 16
+    run.profile_scratch_size, run.profile_scratch_align = 0, 1
+    c = types.SimpleNamespace(run=run, function=0xF00, packed_metadata=("meta",))
+    x = torch.empty(64, 64, dtype=torch.float16)
+    args, rest = (descriptor(x, [64, 64]), x, 64, 1.5), (128,)
+    token = tritonlaunch._allocation._allocator.set(lambda size, align, stream: ("scratch", size, align, stream))
+    try:
+        _launcher(c, (3, 2, 1), len(args), rest)(args, 7)
+        run(3, 2, 1, 7, 0xF00, ("meta",), None, None, None, *args, *rest)   # Triton's own last step
+    finally:
+        tritonlaunch._allocation._allocator.reset(token)
+    ours, tritons = raw.calls
+    assert len(ours) == len(tritons) and all(p is q or p == q for p, q in zip(ours, tritons))
+    assert ours[7] == (("scratch", 128 * 6, 16, 7) if scratch else None)
