@@ -86,18 +86,13 @@ def fire_recipe(rc, operands) -> bool:
     """Launch rc on new operands of the signature it was recorded under; False (nothing launched)
     where Triton's own path must run instead (as Replay.run decides)."""
     e = rc.entry
-    if not e.alive or not launch._direct_ok():
+    if not e.alive or not launch._direct_ok() or not e.tuners_hold():
         return False
-    for at, k, cfg, cfgs in e.tuners:
-        if at.configs is not cfgs or (k is not None and at.cache.get(k) is not cfg):
-            return False
     args = rc.template.copy()
     for i, which in rc.slots:
         args[i] = operands[which]
     for i, which, shape, strides, box, padding in rc.descs:
-        d = object.__new__(TensorDescriptor)
-        d.base, d.shape, d.strides, d.block_shape, d.padding = operands[which], shape, strides, box, padding
-        args[i] = d
+        args[i] = launch.unchecked_descriptor(operands[which], shape, strides, box, padding)
     e.fire(args, driver.active.get_current_stream(rc.device))
     launch.counts["recipe"] += 1
     return True

@@ -1,29 +1,23 @@
 """A cheaper host path for the Triton stages' launches: `replay(kernel)[grid](*args, **kwargs)`.
 
 `kernel[grid](...)` costs 20-90 us of host time per call in Triton 3.6 on the H100 machine's CPU
-(binding and specialising every argument, the autotuner's key and pre-hooks, `triton.cdiv` as a
-constexpr function), several times torch.mm's whole call. The first call of each *launch
-signature* goes through Triton as before (compiling, autotuning); what it launched is kept: the
-compiled kernel, its grid and the arguments Triton bound after the positional ones (keywords,
-the config's meta-parameters, heuristics, defaults). A later call of the same signature hands
-its own positional arguments with those to the compiled kernel's C launcher, encoding host
-tensor descriptors and allocating global scratch first, as Triton's launcher does (Triton 3.6's
-launcher internals are read once per signature; where they differ, its Python launcher runs).
-After the first signature, a signature is formed by code generated for the argument classes of
-that call (one tuple expression, no loop); other classes take the general form.
+(binding and specialising every argument, the autotuner's key and pre-hooks). The first call of
+each *launch signature* goes through Triton (compiling, autotuning) and what it launched is kept:
+the compiled kernel, its grid and the arguments Triton bound after the positional ones. A later
+call of that signature hands its own positional arguments with those to the compiled kernel's C
+launcher, encoding host tensor descriptors and allocating global scratch first as Triton's
+launcher does (its internals are read once per signature; where they differ, its Python launcher
+runs). The first signature's argument classes get a generated signature form (no loop).
 
 The signature is a superset of what Triton specialises on and of what an autotuner key or a
 heuristic can read: the current device; each positional argument's type; ints, bools, strings
 and every keyword argument by value; tensors by dtype and 16-byte alignment; host tensor
 descriptors by dtype, alignment, shape, strides, box and padding; floats passed to a
 non-constexpr parameter by type alone (Triton does not specialise on a float's value). The grid
-must be a function of the arguments and the chosen config (every stage's is).
-
-Triton's own path runs, and nothing is replayed, where a replay could differ from it: under
-TRITON_INTERPRET, with launch hooks set (a profiler), while JITFunction.run or Autotuner.run is
-patched (study.prewarm's compile-only mode, the static tests' launch capture), and where an
-autotuner no longer holds the recorded config for the call's key or its config list was replaced
-(the GPU tests force each config that way).
+must be a function of the arguments and the chosen config (every stage's is). Triton's own path
+runs where a replay could differ (docs/ARCHITECTURE.md, "A Triton call's host path"): under
+TRITON_INTERPRET, with a launch hook, while JITFunction.run or Autotuner.run is patched, and
+where an autotuner no longer holds the recorded config.
 """
 from __future__ import annotations
 
@@ -75,8 +69,13 @@ def descriptor(t, block_shape, transposed=False) -> TensorDescriptor:
     TensorDescriptor's constructor checks (~1 us a call): the stage's `unsupported` has refused
     what TMA cannot load (bases and row strides not 16-byte aligned)."""
     rows, cols, ld = stored_layout(t, transposed)
+    return unchecked_descriptor(t, (rows, cols), (ld, 1), block_shape, "zero")
+
+
+def unchecked_descriptor(base, shape, strides, block_shape, padding) -> TensorDescriptor:
+    """TensorDescriptor(base, shape, strides, block_shape, padding) without its checks."""
     d = object.__new__(TensorDescriptor)
-    d.base, d.shape, d.strides, d.block_shape, d.padding = t, (rows, cols), (ld, 1), block_shape, "zero"
+    d.base, d.shape, d.strides, d.block_shape, d.padding = base, shape, strides, block_shape, padding
     return d
 
 
@@ -220,6 +219,14 @@ class _Entry:
     def __init__(self, compiled, fire, tuners):
         self.compiled, self.fire, self.tuners, self.alive = compiled, fire, tuners, True
 
+    def tuners_hold(self) -> bool:
+        """Every autotuner still holds the config this launch ran with (False: a test or a user
+        reset it or gave it other configs; Triton decides again)."""
+        for at, k, cfg, cfgs in self.tuners:
+            if at.configs is not cfgs or (k is not None and at.cache.get(k) is not cfg):
+                return False
+        return True
+
 
 class Replay:
     """Launches `kernel` (a JITFunction, optionally under autotuners and heuristics) through
@@ -254,17 +261,13 @@ class Replay:
             return self.kernel[grid](*args, **kwargs)
         key = self.signature(args, kwargs)
         e = self.entries.get(key) if key is not None else None
-        if e is not None:
-            for at, k, cfg, cfgs in e.tuners:
-                if at.configs is not cfgs or (k is not None and at.cache.get(k) is not cfg):
-                    break   # an autotuner was reset or given other configs: Triton decides again
-            else:
-                e.fire(args, driver.active.get_current_stream(key[0]))
-                counts["replayed"] += 1
-                seen = getattr(recording, "seen", None)
-                if seen is not None:
-                    seen.append((self, key, args))
-                return e.compiled
+        if e is not None and e.tuners_hold():
+            e.fire(args, driver.active.get_current_stream(key[0]))
+            counts["replayed"] += 1
+            seen = getattr(recording, "seen", None)
+            if seen is not None:
+                seen.append((self, key, args))
+            return e.compiled
         out = self._record(key, grid, args, kwargs)
         seen = getattr(recording, "seen", None)
         if seen is not None:

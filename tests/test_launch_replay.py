@@ -232,3 +232,17 @@ def test_raw_launch_passes_what_tritons_launcher_passes(scratch):
     ours, tritons = raw.calls
     assert len(ours) == len(tritons) and all(p is q or p == q for p, q in zip(ours, tritons))
     assert ours[7] == (("scratch", 128 * 6, 16, 7) if scratch else None)
+
+
+def test_entry_holds_only_while_its_autotuner_keeps_the_config():
+    from study.tritonlaunch import _Entry
+
+    cfg, cfgs = object(), [object(), object()]
+    at = types.SimpleNamespace(configs=cfgs, cache={("key",): cfg})
+    e = _Entry("compiled", None, ((at, ("key",), cfg, cfgs),))
+    assert e.tuners_hold()
+    at.cache.clear()                      # reset (the per-config GPU test does it)
+    assert not e.tuners_hold()
+    at.cache[("key",)] = cfg
+    at.configs = cfgs[:1]                 # another config list (a test trims it)
+    assert not e.tuners_hold()
