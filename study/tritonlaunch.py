@@ -21,26 +21,23 @@ where an autotuner no longer holds the recorded config.
 """
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 
 import torch
 from triton import knobs
 from triton.knobs import HookChain
-from triton.backends.nvidia.driver import make_tensordesc_arg
-from triton.runtime import _allocation
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+from .tritonfire import INTERPRET, launcher, scratch, use_scratch  # noqa: F401 (the stages' names)
+
 _MAX_ENTRIES = 512   # launch signatures kept per kernel (a model has a few per layer shape)
 _PLAIN = (int, float, bool, str, type(None))   # keyword values a signature holds by value
 counts = {"replayed": 0, "triton": 0, "recipe": 0}   # launches by each path (tests read them)
 _replays = weakref.WeakSet()
-_maps: dict = {}   # _tensor_map's encodings
 recording = threading.local()   # .seen: while this thread's record_call runs, the launches made
 
 
@@ -166,53 +163,6 @@ def _signature_for(args, kwargs, value_floats):
     return ns["sig"]
 
 
-def _launcher(c, grid, nargs, rest):
-    """fire(args, stream): launch compiled kernel c on `grid` with args + rest, through its C
-    launcher (Triton 3.6's CudaLauncher: the C function, under a wrapper that encodes host tensor
-    descriptors where the kernel takes some), or through the CudaLauncher itself."""
-    run, (g0, g1, g2) = c.run, grid
-    fn, packed = c.function, c.packed_metadata
-    raw, descs = run.launch, {}
-    if raw.__class__.__name__ != "builtin_function_or_method":   # the descriptor wrapper
-        cells = dict(zip(raw.__code__.co_freevars, (x.cell_contents for x in raw.__closure__ or ())))
-        raw = cells.get("launcher")
-        indices, meta = sorted(cells.get("tensordesc_indices", ())), cells.get("tensordesc_meta")
-        descs = dict(zip(indices, meta or [None] * len(indices)))
-    if (raw is None or raw.__class__.__name__ != "builtin_function_or_method" or run.profile_scratch_size
-            or any(i >= nargs for i in descs)):
-        def fire(args, stream):   # Triton's Python launcher
-            run(g0, g1, g2, stream, fn, packed, None, None, None, *args, *rest)
-        return fire
-    coop, pdl, size, align = run.launch_cooperative_grid, run.launch_pdl, run.global_scratch_size, \
-        run.global_scratch_align
-    size *= g0 * g1 * g2 * run.num_ctas
-    order = sorted(descs, reverse=True)
-
-    def fire(args, stream):
-        if descs:
-            args = list(args)
-            for i in order:   # from the end: each expansion leaves earlier positions in place
-                args[i:i + 1] = _tensor_map(args[i], descs[i])
-        scratch = _allocation._allocator.get()(size, align, stream) if size else None
-        raw(g0, g1, g2, stream, fn, coop, pdl, scratch, None, packed, None, None, None, *args, *rest)
-    return fire
-
-
-def _tensor_map(d, meta):
-    """make_tensordesc_arg(d, meta): the encoded TMA descriptor (CUtensorMap) and d's shape and
-    strides, kept per address, shape, strides, padding and kernel box (an encoding depends on nothing
-    else; each launch copies it into the kernel's parameters), so a weight is encoded once."""
-    if meta is None:   # no encoding: the launcher takes the base tensor itself
-        return make_tensordesc_arg(d, meta)
-    key = (d.base.data_ptr(), tuple(d.shape), tuple(d.strides), d.padding, id(meta))
-    got = _maps.get(key)
-    if got is None:
-        if len(_maps) >= _MAX_ENTRIES:
-            _maps.clear()
-        got = _maps[key] = (meta, make_tensordesc_arg(d, meta))   # meta kept: its id stays its own
-    return got[1]
-
-
 class _Entry:
     __slots__ = ("compiled", "fire", "tuners", "alive")   # alive: still in its Replay's entries
 
@@ -309,7 +259,8 @@ class Replay:
         if len(self.entries) >= _MAX_ENTRIES:
             self.drop()
         grid3 = (tuple(got["grid"]) + (1, 1))[:3]
-        fire = _launcher(compiled, grid3, len(args), tuple(bound[len(args):]))
+        ptrs = tuple(i for i, x in enumerate(args) if isinstance(x, torch.Tensor))
+        fire = launcher(compiled, grid3, len(args), tuple(bound[len(args):]), ptrs)
         old = self.entries.get(key)
         if old is not None:
             old.alive = False

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from study import tritonlaunch
+from study import tritonfire, tritonlaunch
 from study.tritonlaunch import Replay, _signature, _signature_for, cdiv, descriptor
 
 CONSTEXPR_FLOATS = frozenset({5})   # argument 5 stands for a constexpr float parameter
@@ -195,7 +195,7 @@ def test_recipe_refuses_views_and_other_threads_launches(direct):
 
 
 class builtin_function_or_method:   # noqa: N801 -- stands in for Triton's C launcher (the name is what
-    """Records each launch's arguments."""   # tritonlaunch._launcher checks before calling it raw)
+    """Records each launch's arguments."""   # tritonfire.launcher checks before calling it raw)
 
     def __init__(self):
         self.calls = []
@@ -204,34 +204,61 @@ class builtin_function_or_method:   # noqa: N801 -- stands in for Triton's C lau
         self.calls.append(args)
 
 
-@pytest.mark.parametrize("scratch", [0, 128])
-def test_raw_launch_passes_what_tritons_launcher_passes(scratch):
-    """_launcher's direct call of the C launcher gets, argument for argument, what Triton 3.6's
-    CudaLauncher and its descriptor wrapper hand it (descriptors expanded, global scratch sized
-    by the grid)."""
+def _fake_compiled(raw, scratch):
+    """A compiled kernel as launcher reads it: Triton 3.6's CudaLauncher over C launcher `raw`."""
     from triton.backends.nvidia.driver import CudaLauncher, wrap_handle_tensordesc
 
-    from study.tritonlaunch import _launcher
-
-    raw = builtin_function_or_method()
     signature = {0: "tensordesc<fp16[64, 64]>", 1: "*fp16", 2: "i32", 3: "fp32", 4: "constexpr"}
     run = object.__new__(CudaLauncher)
     run.launch = wrap_handle_tensordesc(raw, signature, None)
     run.num_ctas, run.launch_cooperative_grid, run.launch_pdl = 1, False, False
     run.global_scratch_size, run.global_scratch_align = scratch, 16
     run.profile_scratch_size, run.profile_scratch_align = 0, 1
-    c = types.SimpleNamespace(run=run, function=0xF00, packed_metadata=("meta",))
+    return types.SimpleNamespace(run=run, function=0xF00, packed_metadata=("meta",))
+
+
+@pytest.mark.parametrize("scratch", [0, 128])
+def test_raw_launch_passes_what_tritons_launcher_passes(scratch):
+    """launcher's direct call of the C launcher gets, argument for argument, what Triton 3.6's
+    CudaLauncher and its descriptor wrapper hand it (descriptors expanded, global scratch sized
+    by the grid), a tensor as its address (the C launcher reads a tensor's data_ptr())."""
+    from study.tritonfire import launcher
+
+    raw = builtin_function_or_method()
+    c = _fake_compiled(raw, scratch)
     x = torch.empty(64, 64, dtype=torch.float16)
     args, rest = (descriptor(x, [64, 64]), x, 64, 1.5), (128,)
-    token = tritonlaunch._allocation._allocator.set(lambda size, align, stream: ("scratch", size, align, stream))
+    token = tritonfire._allocation._allocator.set(lambda size, align, stream: ("scratch", size, align, stream))
     try:
-        _launcher(c, (3, 2, 1), len(args), rest)(args, 7)
-        run(3, 2, 1, 7, 0xF00, ("meta",), None, None, None, *args, *rest)   # Triton's own last step
+        launcher(c, (3, 2, 1), len(args), rest, (1,))(args, 7)
+        c.run(3, 2, 1, 7, 0xF00, ("meta",), None, None, None, *args, *rest)   # Triton's own last step
     finally:
-        tritonlaunch._allocation._allocator.reset(token)
+        tritonfire._allocation._allocator.reset(token)
     ours, tritons = raw.calls
-    assert len(ours) == len(tritons) and all(p is q or p == q for p, q in zip(ours, tritons))
+    assert len(ours) == len(tritons)
+    for p, q in zip(ours, tritons):
+        assert p is q or (p == q.data_ptr() if isinstance(q, torch.Tensor) else p == q), (p, q)
     assert ours[7] == (("scratch", 128 * 6, 16, 7) if scratch else None)
+
+
+def test_raw_launch_takes_the_stages_scratch_from_the_caching_allocator(monkeypatch):
+    """With the stages' own allocator set, a replayed launch's global scratch is a bare block of
+    torch's caching allocator, on the launch's stream, freed once the launch is queued."""
+    from study.tritonfire import launcher
+
+    log = []
+    monkeypatch.setattr(tritonfire, "_raw_alloc", lambda size, stream: log.append(("alloc", size, stream)) or 0xA000)
+    monkeypatch.setattr(tritonfire, "_raw_delete", lambda ptr: log.append(("free", ptr)))
+    raw = builtin_function_or_method()
+    c = _fake_compiled(raw, 256)
+    x = torch.empty(64, 64, dtype=torch.float16)
+    token = tritonfire._allocation._allocator.set(tritonfire.scratch)
+    try:
+        launcher(c, (4, 1, 1), 4, (128,), (1,))((descriptor(x, [64, 64]), x, 64, 1.5), 9)
+    finally:
+        tritonfire._allocation._allocator.reset(token)
+    (call,) = raw.calls
+    assert call[7] == 0xA000 and log == [("alloc", 256 * 4, 9), ("free", 0xA000)]
 
 
 def test_entry_holds_only_while_its_autotuner_keeps_the_config():

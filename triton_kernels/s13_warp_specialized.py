@@ -25,7 +25,7 @@ import triton.language as tl
 from study.operands import TRANSPOSED
 from study.tritonlib import (INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile,
                              store_c_tile, tma_config, tma_unsupported)
-from study.tritonlaunch import cdiv, replay, stored_layout
+from study.tritonlaunch import cdiv, replay, stored_layout, use_scratch
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -59,12 +59,6 @@ def _prune(configs, named_args, **kwargs):
 @functools.lru_cache(maxsize=None)
 def _num_sms(device_index):
     return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _scratch(size, alignment, stream):
-    # Device-side descriptors live in a small global scratch buffer Triton asks for per launch;
-    # "cuda" is the operands' GPU: study.Kernel launches under a device guard.
-    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 # restore_value: autotune runs each config several times; with beta != 0 each run would
@@ -147,9 +141,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NT"):
     a_t, b_t = TRANSPOSED[layout]   # row strides of A and B as stored (row-major)
     lda, ldb = stored_layout(a, a_t)[2], stored_layout(b, b_t)[2]
     num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
-    alloc = triton.runtime._allocation
-    if not INTERPRET and alloc._allocator.get() is alloc._NULL_ALLOCATOR:
-        triton.set_allocator(_scratch)   # only where the caller has set none (per thread)
+    use_scratch()   # device-side descriptors live in global scratch (unless the caller set an allocator)
 
     def grid(meta):   # persistent: never more programs than SMs or than tiles
         tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])

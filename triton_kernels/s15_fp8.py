@@ -24,7 +24,7 @@ import triton.language as tl
 
 from study.tritonepilogue import update_c_in_parts
 from study.tritonlib import INTERPRET, autotune_do_bench, autotune_prune, c_vector_width, grouped_tile
-from study.tritonlaunch import cdiv, replay
+from study.tritonlaunch import cdiv, replay, use_scratch
 
 GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B tiles from L2
 
@@ -88,11 +88,6 @@ def _prune(configs, named_args, **kwargs):
 @functools.lru_cache(maxsize=None)
 def _num_sms(device_index):
     return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _scratch(size, alignment, stream):
-    # Device-side descriptors live in a small global scratch buffer Triton asks for per launch.
-    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 # WS (which loop) comes from the config; WS_OK (which loops the call allows) only keys the
@@ -213,9 +208,7 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
     M, K = a.shape
     N = b.shape[1]
     num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
-    alloc = triton.runtime._allocation
-    if not INTERPRET and alloc._allocator.get() is alloc._NULL_ALLOCATOR:
-        triton.set_allocator(_scratch)   # only where the caller has set none (per thread)
+    use_scratch()   # device-side descriptors live in global scratch (unless the caller set an allocator)
 
     # Per-row / per-column scales take the flattened loop: warp-specialised, their vector loads
     # in the epilogue gave wrong results on the H100 (rel. error ~0.2; Triton 3.6), the
