@@ -52,10 +52,10 @@ class Kernel:
         key = signature(a, b, c, alpha, beta, scale_a, scale_b)
         hit = self.__dict__.setdefault("_passed", {}).get(key) if key is not None else None
         if hit is not None:   # every check below passed for operands of this signature: launch at once
-            p, beta = hit     # beta as the kernels take it (kernel_beta: fixed by the signature)
-            if c is None:
-                c = torch.empty((p.M, p.N), dtype=a.dtype, device=a.device)
-            with ops.on_device(a.device):
+            p, beta, like = hit   # beta as the kernels take it (kernel_beta: fixed by the signature)
+            if c is None:   # like: C's shape, dtype and device over one element (cheaper than torch.empty)
+                c = torch.empty_like(like, memory_format=torch.contiguous_format)
+            with ops.on_gpu(a.get_device()):
                 self._run_again(key, p, a, b, c, float(alpha), beta)
             torch.autograd.graph.increment_version(c)
             return c
@@ -80,7 +80,7 @@ class Kernel:
             passed = self._passed
             if len(passed) >= 256:
                 passed.clear()
-            passed[key] = (p, beta)
+            passed[key] = (p, beta, torch.empty_strided((p.M, p.N), (0, 0), dtype=a.dtype, device=a.device))
         return c
 
     def _allow_cpu(self) -> bool:

@@ -159,20 +159,38 @@ class Linear(nn.Linear):
                             f"{', '.join(dict.fromkeys(str(DTYPES[p])[6:] for p in k.precisions))}, "
                             f"got {str(x.dtype)[6:]} (convert the module and its input, e.g. .to(torch.bfloat16))")
         x2 = flat_view(x, self.in_features, "input")              # [M, K]
-        w_t = self.weight.t()                                     # [K, N], NT
-        grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
-        if grad:
-            missing = missing_grad_layouts("NT", kernel_layouts(k), x.requires_grad, self.weight.requires_grad)
+        w, bias = _param(self, "weight"), _param(self, "bias")
+        if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+            missing = missing_grad_layouts("NT", kernel_layouts(k), x.requires_grad, w.requires_grad)
             if missing:
                 raise ValueError(f"kernel: {self.family} {k.name} lacks layout {' and '.join(missing)}, needed for "
                                  f"the backward (dX = dY @ W is NN, dW = dY^T @ X is TN); freeze the module "
                                  f"(requires_grad_(False)) or run it under torch.no_grad()")
-            y = MatmulFn.apply(x2, w_t, k, None)
+            y = MatmulFn.apply(x2, w.t(), k, None)               # W.T [K, N]: NT
         else:
-            y = k(x2, w_t)
-        if self.bias is not None:
-            y = y + self.bias if torch.is_grad_enabled() and self.bias.requires_grad else y.add_(self.bias)
+            y = k(x2, self._weight_t(w))
+        if bias is not None:
+            y = y + bias if torch.is_grad_enabled() and bias.requires_grad else y.add_(bias)
         return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)   # a view op costs ~1 us
+
+    def _weight_t(self, w):
+        """w.t() where no gradient flows, kept while the weight is the same tensor at the same
+        address and shape (a view of a Parameter costs ~1.5 us; `weight.data = ...` or a new
+        weight makes a new one). The view holds the weight's memory until the next forward."""
+        kept = self.__dict__.get("_kept_t")
+        if kept is not None and kept[0] is w and kept[1] == w.data_ptr() and kept[2] == w.shape:
+            return kept[3]
+        w_t = w.t()
+        if not w_t.requires_grad:   # made under no_grad, or of a frozen weight: no autograd history
+            self.__dict__["_kept_t"] = (w, w.data_ptr(), w.shape, w_t)
+        return w_t
+
+
+def _param(module, name):
+    """module.<name>: a registered parameter (or None) read from its dict, skipping
+    nn.Module.__getattr__ (~0.6 us), else the attribute (a parametrisation's property)."""
+    params = module._parameters
+    return params[name] if name in params else getattr(module, name)
 
 
 def _dtypes(k) -> frozenset:

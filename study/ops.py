@@ -58,6 +58,13 @@ def on_device(dev: torch.device):
     return torch.cuda.device(dev)
 
 
+def on_gpu(index: int):
+    """on_device for a tensor's get_device() (-1: a CPU tensor), without making a torch.device."""
+    if index < 0 or index == current_gpu():
+        return _NO_GUARD
+    return torch.cuda.device(index)
+
+
 def raw_stream(index: int) -> int:
     """The cudaStream_t of GPU `index`'s current stream (what a capture or a user's
     torch.cuda.stream(...) set), without building a torch.cuda.Stream object per call."""

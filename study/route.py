@@ -79,7 +79,8 @@ class use(TorchFunctionMode):
             raise _Fallback("type")
         if a.dtype not in self.dtypes or b.dtype != a.dtype:
             raise _Fallback("dtype")
-        if a.device != b.device or (a.device.type != "cuda" and not (self.allow_cpu and a.device.type == "cpu")):
+        gpu = a.get_device()   # an int (-1 off the GPU): cheaper than comparing torch.device objects
+        if gpu != b.get_device() or (gpu < 0 and not (self.allow_cpu and a.device.type == "cpu" == b.device.type)):
             raise _Fallback("device")
         if b.dim() != 2 or a.dim() < min_dim or a.shape[-1] != b.shape[0]:
             raise _Fallback("shape")
@@ -92,15 +93,16 @@ class use(TorchFunctionMode):
 
     def _product(self, a2, b):
         """a2 @ b on the kernel; through MatmulFn when autograd needs its gradient."""
-        grad_a, grad_b = (torch.is_grad_enabled() and t.requires_grad for t in (a2, b))
-        if grad_a or grad_b:
+        grad = torch.is_grad_enabled() and (a2.requires_grad or b.requires_grad)
+        if grad:
+            grad_a, grad_b = a2.requires_grad, b.requires_grad
             layout = pick_layout(a2, b, self.layouts)
             if layout is None:
                 raise _Fallback("layout")
             if missing_grad_layouts(layout, self.layouts, grad_a, grad_b):
                 raise _Fallback("autograd")
         try:
-            return MatmulFn.apply(a2, b, self.kernel, self) if grad_a or grad_b else self.kernel(a2, b)
+            return MatmulFn.apply(a2, b, self.kernel, self) if grad else self.kernel(a2, b)
         except ValueError:   # the kernel's checks refused it before any launch (its layout check too)
             raise _Fallback("layout" if pick_layout(a2, b, self.layouts) is None else "limits") from None
 
