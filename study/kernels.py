@@ -53,11 +53,12 @@ class Kernel:
         hit = self.__dict__.setdefault("_passed", {}).get(key) if key is not None else None
         if hit is not None:   # every check below passed for operands of this signature: launch at once
             p, beta, like = hit   # beta as the kernels take it (kernel_beta: fixed by the signature)
-            if c is None:   # like: C's shape, dtype and device over one element (cheaper than torch.empty)
-                c = torch.empty_like(like, memory_format=torch.contiguous_format)
+            if c is None:   # like: C's shape, dtype, device over one element (cheaper than torch.empty);
+                c = torch.empty_like(like, memory_format=torch.contiguous_format)   # new: no version to bump
+            else:
+                torch.autograd.graph.increment_version(c)   # the raw write below does not bump it
             with ops.on_gpu(a.get_device()):
                 self._run_again(key, p, a, b, c, float(alpha), beta)
-            torch.autograd.graph.increment_version(c)
             return c
         p = check_operands(self.precisions, getattr(self, "layouts", self.layout), a, b, c, alpha, beta,
                            allow_cpu=self._allow_cpu(), scale_a=scale_a, scale_b=scale_b, out_dtype=self.out_dtype)
@@ -77,8 +78,7 @@ class Kernel:
             self._run(p, a, b, c, float(alpha), beta, scales)
         torch.autograd.graph.increment_version(c)  # raw-pointer writes do not bump it themselves
         if key is not None and p.M and p.N and p.K:
-            passed = self._passed
-            if len(passed) >= 256:
+            if len(passed := self._passed) >= 256:
                 passed.clear()
             passed[key] = (p, beta, torch.empty_strided((p.M, p.N), (0, 0), dtype=a.dtype, device=a.device))
         return c

@@ -174,15 +174,16 @@ class Linear(nn.Linear):
         return y if x.dim() == 2 else y.view(*x.shape[:-1], self.out_features)   # a view op costs ~1 us
 
     def _weight_t(self, w):
-        """w.t() where no gradient flows, kept while the weight is the same tensor at the same
-        address and shape (a view of a Parameter costs ~1.5 us; `weight.data = ...` or a new
-        weight makes a new one). The view holds the weight's memory until the next forward."""
+        """w.t() for a product no gradient flows through, kept while the weight is the same tensor
+        at the same address, shape and requires_grad (a view of a Parameter costs ~1.5 us;
+        `weight.data = ...` or a new weight makes a new one). Never handed to autograd (a
+        gradient's product takes a fresh view). Holds the weight's memory until the next forward."""
         kept = self.__dict__.get("_kept_t")
-        if kept is not None and kept[0] is w and kept[1] == w.data_ptr() and kept[2] == w.shape:
-            return kept[3]
+        if (kept is not None and kept[0] is w and kept[1] == w.data_ptr() and kept[2] == w.shape
+                and kept[3] == w.requires_grad):
+            return kept[4]
         w_t = w.t()
-        if not w_t.requires_grad:   # made under no_grad, or of a frozen weight: no autograd history
-            self.__dict__["_kept_t"] = (w, w.data_ptr(), w.shape, w_t)
+        self.__dict__["_kept_t"] = (w, w.data_ptr(), w.shape, w.requires_grad, w_t)
         return w_t
 
 

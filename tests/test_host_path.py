@@ -1,0 +1,105 @@
+"""The host path's shortcuts on the CPU, with a recording stand-in kernel: what a repeated call
+skips must not change what it computes (kernels.Kernel.__call__'s checked signature, study.Linear's
+kept W.T view), and study.overhead's rows and references."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from study import kernels, ops
+from study.nn import Linear
+
+SPEC = ("triton", "s11")   # a real NT stage name: study.Linear reads its header's layouts
+
+
+class Recording(kernels.Kernel):
+    """C = alpha * A @ B + beta * C on the CPU; records the operands of each launch."""
+    family, name = "triton", "s11_mma_pipeline"
+    precisions, layout, layouts = ("bf16", "fp16"), "NT", ("NT", "NN", "TN")
+
+    def __init__(self):
+        self.seen = []
+
+    def _allow_cpu(self):
+        return True
+
+    def _run(self, p, a, b, c, alpha, beta, scales=None):
+        self.seen.append((a, b, c))
+        # through .data: a raw launch's write, which does not bump c's version counter
+        c.data.copy_((alpha * (a.double() @ b.double()) + (beta * c.double() if beta else 0)).to(c.dtype))
+
+
+@pytest.fixture
+def k(monkeypatch):
+    rec = Recording()
+    for key in ((*SPEC, False, -1), ("triton", "s11_mma_pipeline", False, -1)):
+        monkeypatch.setitem(ops._KERNELS, key, rec)
+    return rec
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 8), (1, 24, 8), (24, 1, 8), (5, 24, 16)])
+def test_repeated_call_allocates_c_as_the_first(k, shape):
+    """The checked signature's C (empty_like of a one-element stand-in) is a fresh row-major
+    [M, N] tensor of a's dtype, as the first call's torch.empty, and holds A @ B; a C passed in
+    has its version bumped on either path."""
+    M, N, K = shape
+    a, w = torch.randn(M, K, dtype=torch.bfloat16), torch.randn(N, K, dtype=torch.bfloat16)
+    first, again = k(a, w.t()), k(a, w.t())
+    for c in (first, again):
+        assert c.shape == (M, N) and c.dtype == a.dtype and c.is_contiguous() and c.stride() == (N, 1)
+        torch.testing.assert_close(c, (a.double() @ w.double().t()).to(c.dtype))
+    assert again.data_ptr() != first.data_ptr()
+    c = torch.empty(M, N, dtype=a.dtype)
+    for n in (1, 2, 3):   # a given C's version is bumped by each call, checked or repeated
+        k(a, w.t(), c)
+        assert c._version == n
+
+
+def test_linear_keeps_the_weight_view_only_while_the_weight_is_unchanged(k):
+    layer = Linear(16, 8, bias=True, dtype=torch.bfloat16, kernel=SPEC)
+    x = torch.randn(3, 16, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y1, y2 = layer(x), layer(x)
+    (_, b1, _), (_, b2, _) = k.seen
+    assert b1 is b2, "no gradient flows: W.T is kept"
+    ref = lambda: (x.double() @ layer.weight.double().t()).to(x.dtype) + layer.bias  # noqa: E731 (as forward rounds)
+    torch.testing.assert_close(y2, ref())
+    with torch.no_grad():
+        layer.weight.data = torch.randn(8, 16, dtype=torch.bfloat16)   # new memory under the same Parameter
+        y3 = layer(x)
+    assert k.seen[-1][1] is not b1 and k.seen[-1][1].data_ptr() == layer.weight.data_ptr()
+    torch.testing.assert_close(y3, ref())
+    layer.weight = torch.nn.Parameter(torch.randn(8, 16, dtype=torch.bfloat16))   # a new Parameter
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), ref())
+    y = layer(x)   # the weight requires grad: the view that carries it, not the kept one
+    assert y.requires_grad and k.seen[-1][1] is not k.seen[-2][1]
+    y.float().sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.shape == (8, 16)
+
+
+def test_linear_reads_a_parametrised_weight(k):
+    from torch.nn.utils import parametrize
+
+    class Doubled(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    layer = Linear(16, 8, bias=False, dtype=torch.bfloat16, kernel=SPEC).requires_grad_(False)
+    parametrize.register_parametrization(layer, "weight", Doubled())
+    x = torch.randn(3, 16, dtype=torch.bfloat16)
+    torch.testing.assert_close(layer(x), (x.double() @ layer.weight.double().t()).to(x.dtype))
+    assert torch.equal(k.seen[-1][1], layer.weight.t())   # 2 * the stored weight
+
+
+def test_overhead_rows_and_references(k):
+    from study import overhead
+
+    df = overhead.measure(*SPEC, shape=(8, 8, 8), calls=3, rounds=2, device="cpu").set_index("path")
+    assert {"nn.Linear", "torch.ops no-op", "F.linear, pass-through mode", "study.Linear", "study.use F.linear",
+            "torch.ops.study.gemm"} <= set(df.index)
+    us = df["us_host"]
+    for path, ref in (("study.Linear", "nn.Linear"), ("study.use F.linear", "F.linear"),
+                      ("torch.ops.study.gemm", "torch.mm"), ("F.linear, pass-through mode", "F.linear")):
+        assert df.loc[path, "us_over_torch"] == pytest.approx(us[path] - us[ref])
+        assert df.loc[path, "us_over_mm"] == pytest.approx(us[path] - us["torch.mm"])
