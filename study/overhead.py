@@ -14,8 +14,16 @@ Paths: "torch.mm" and "F.linear" (the baselines), "launch only" (the stage's lau
 pre-checked arguments: the raw-pointer binding, or the Triton file's matmul; what no wrapper can
 save), "study.kernel" (every check, C allocated), "study.kernel, c given", "check_operands" alone,
 "torch.ops.study.gemm" / "gemm_" (the custom ops, eager), "study.Linear" (no grad) and
-"study.use F.linear" (a routed F.linear inside the mode). `us_over_torch` subtracts torch.mm's
-us_host (F.linear's for the Linear and use rows); `us_over_launch` the launch-only row's.
+"study.use F.linear" (a routed F.linear inside the mode). Three rows time torch's own machinery
+that a path is built on, doing no GEMM, so that what the study adds can be told from what torch
+costs: "nn.Linear" (torch's module, what study.Linear replaces), "torch.ops no-op" (an operator
+with gemm_'s schema whose Python implementation returns at once: the dispatcher's price of any
+operator implemented in Python) and "F.linear, pass-through mode" (F.linear inside a
+TorchFunctionMode that hands every call to torch: the price of any such mode).
+
+`us_over_torch` subtracts the us_host of torch's call that does the same (REFERENCE: torch.mm;
+F.linear for study.use and the pass-through mode; nn.Linear for study.Linear, its drop-in);
+`us_over_mm` always torch.mm's; `us_over_launch` the launch-only row's.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from . import ops
 from .nn import Linear
@@ -47,11 +56,17 @@ def _paths(k, family: str, name: str, a, w, c) -> dict:
         def launch_only():
             k._run(p, a, b, c, 1.0, 0.0)
     layer = Linear(w.shape[1], w.shape[0], bias=False, device=a.device, dtype=a.dtype, kernel=(family, name))
+    torch_layer = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device=a.device, dtype=a.dtype)
     with torch.no_grad():
         layer.weight.copy_(w)
+        torch_layer.weight.copy_(w)
+    noop = _noop_op()
     paths = {
         "torch.mm": lambda: torch.mm(a, b),
         "F.linear": lambda: F.linear(a, w),
+        "nn.Linear": lambda: torch_layer(a),
+        "torch.ops no-op": lambda: noop(family, name, a, b, c),
+        "F.linear, pass-through mode": lambda: F.linear(a, w),   # inside _PassThrough (measure() enters it)
         "launch only": launch_only,
         "study.kernel": lambda: k(a, b),
         "study.kernel, c given": lambda: k(a, b, c),
@@ -63,6 +78,32 @@ def _paths(k, family: str, name: str, a, w, c) -> dict:
         "study.use F.linear": lambda: F.linear(a, w),   # called inside the mode (measure() enters it)
     }
     return paths
+
+
+# Each path's reference: torch's call doing the same work (us_over_torch); torch.mm where unnamed.
+REFERENCE = {"study.Linear": "nn.Linear", "nn.Linear": "F.linear", "study.use F.linear": "F.linear",
+             "F.linear, pass-through mode": "F.linear"}
+
+
+class _PassThrough(TorchFunctionMode):
+    """A TorchFunctionMode that routes nothing: the floor of study.use's host cost."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+_NOOP = []   # the probe operator, defined once per process
+
+
+def _noop_op():
+    """torch.ops.study_overhead.noop_: gemm_'s schema, an implementation that returns at once."""
+    if not _NOOP:
+        lib = torch.library.Library("study_overhead", "DEF")
+        lib.define(f"noop_({ops._ARGS.format(c='Tensor(a!) c')}) -> ()")
+        for key in ("CPU", "CUDA"):
+            lib.impl("noop_", lambda *args: None, key)
+        _NOOP.append(lib)
+    return torch.ops.study_overhead.noop_
 
 
 def _sync(dev):
@@ -91,7 +132,8 @@ def measure(family: str = "cuda", name="s13", shape=(64, 64, 64), precision: str
     k = ops.kernel_for(family, str(name))
     paths = _paths(k, family, str(name), a, w, c)
     mode = use(family, str(name))   # entered around the loop: a model enters it once, not per call
-    context = {p: mode if p.startswith("study.use") else contextlib.nullcontext() for p in paths}
+    context = {p: mode if p.startswith("study.use") else _PassThrough() if p.endswith("pass-through mode")
+               else contextlib.nullcontext() for p in paths}
     with torch.no_grad():
         for p, f in paths.items():   # warm-up: compiles, autotunes, first-call allocations
             with context[p]:
@@ -118,8 +160,8 @@ def measure(family: str = "cuda", name="s13", shape=(64, 64, 64), precision: str
         raise RuntimeError(f"study.use fell back to torch ({dict(mode.fallbacks)}): its row would time torch")
     df = pd.DataFrame(rows)
     base = df.set_index("path")["us_host"]
-    ref = df["path"].map(lambda p: base["F.linear"] if p in ("study.Linear", "study.use F.linear") else base["torch.mm"])
-    df["us_over_torch"] = df["us_host"] - ref
+    df["us_over_torch"] = df["us_host"] - df["path"].map(lambda p: base[REFERENCE.get(p, "torch.mm")])
+    df["us_over_mm"] = df["us_host"] - base["torch.mm"]
     df["us_over_launch"] = df["us_host"] - base["launch only"]
     df.insert(0, "kernel", f"{family}:{k.name}")
     df.insert(1, "shape", f"{M}x{N}x{K} {precision}")
