@@ -13,6 +13,7 @@ same checks Replay.run makes (no launch hook, Triton unpatched, the autotuner's 
 from __future__ import annotations
 
 import torch
+from triton.backends.nvidia.driver import make_tensordesc_arg
 from triton.runtime.driver import driver
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -39,12 +40,42 @@ class Calls:
 class Recipe:
     """One call's launch as a function of its operands (a, b, c): each positional argument of
     the kept launch is an operand, a descriptor over one, or a value fixed by the call's
-    signature (study.operands.signature: shapes, strides, dtypes, alignment, alpha, beta)."""
-    __slots__ = ("device", "entry", "template", "slots", "descs")
+    signature (study.operands.signature: shapes, strides, dtypes, alignment, alpha, beta).
+    `expanded`: the same in the C launcher's own form where the launch goes to it directly
+    (_expanded), else None."""
+    __slots__ = ("device", "entry", "template", "slots", "descs", "expanded")
 
-    def __init__(self, device, entry, template, slots, descs):
+    def __init__(self, device, entry, template, slots, descs, expanded=None):
         self.device, self.entry = device, entry
-        self.template, self.slots, self.descs = template, slots, descs
+        self.template, self.slots, self.descs, self.expanded = template, slots, descs, expanded
+
+
+def _expanded(fire, template, slots, descs, operands):
+    """(arguments, address holes, descriptor holes) of a recipe in the form fire.expanded takes:
+    tensors as addresses, each descriptor as its encoded tensor map, shape and strides. An
+    operand's hole gets its address; a descriptor's hole the encoding for that operand's
+    address, kept per address (all else about it is fixed by the recipe). None where fire has no
+    direct form, or a descriptor is passed unencoded (its base tensor itself)."""
+    ptrs, metas = getattr(fire, "ptrs", None), getattr(fire, "descs", None)
+    if ptrs is None or any(metas.get(d[0]) is None for d in descs):
+        return None
+    slot_of, desc_of = dict(slots), {d[0]: d for d in descs}
+    args, ptr_holes, desc_holes = [], [], []
+    for i, x in enumerate(template):
+        if i in slot_of:
+            ptr_holes.append((len(args), slot_of[i]))
+            args.append(None)
+        elif i in desc_of:
+            _, which, shape, strides, box, padding = desc_of[i]
+            meta = metas[i]
+            encode = (lambda t, shape=shape, strides=strides, box=box, padding=padding, meta=meta:
+                      make_tensordesc_arg(launch.unchecked_descriptor(t, shape, strides, box, padding), meta))
+            first = encode(operands[which])
+            desc_holes.append((len(args), len(args) + len(first), which, encode, {operands[which].data_ptr(): first}))
+            args += first
+        else:
+            args.append(x.data_ptr() if i in ptrs else x)   # x: the stage's own tensor, kept by the template
+    return args, tuple(ptr_holes), tuple(desc_holes)
 
 
 def record_call(run, operands):
@@ -79,7 +110,8 @@ def record_call(run, operands):
             return False
     for i in [i for i, _ in slots] + [d[0] for d in descs]:
         template[i] = None   # filled per call: the recorded operands are not kept alive
-    return Recipe(key[0], r.entries[key], template, tuple(slots), tuple(descs))
+    e = r.entries[key]
+    return Recipe(key[0], e, template, tuple(slots), tuple(descs), _expanded(e.fire, template, slots, descs, operands))
 
 
 def fire_recipe(rc, operands) -> bool:
@@ -88,6 +120,22 @@ def fire_recipe(rc, operands) -> bool:
     e = rc.entry
     if not e.alive or not launch._direct_ok() or not e.tuners_hold():
         return False
+    if rc.expanded is not None:
+        args, ptr_holes, desc_holes = rc.expanded
+        args = args.copy()
+        for pos, which in ptr_holes:
+            args[pos] = operands[which].data_ptr()
+        for pos, end, which, encode, kept in desc_holes:
+            t = operands[which]
+            got = kept.get(t.data_ptr())
+            if got is None:
+                if len(kept) >= 64:
+                    kept.clear()
+                got = kept[t.data_ptr()] = encode(t)
+            args[pos:end] = got
+        e.fire.expanded(args, driver.active.get_current_stream(rc.device))
+        launch.counts["recipe"] += 1
+        return True
     args = rc.template.copy()
     for i, which in rc.slots:
         args[i] = operands[which]

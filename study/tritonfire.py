@@ -21,7 +21,9 @@ def launcher(c, grid, nargs, rest, ptrs=()):
     launcher (Triton 3.6's CudaLauncher: the C function, under a wrapper that encodes host tensor
     descriptors where the kernel takes some), or through the CudaLauncher itself. `ptrs`: the
     positions of tensor arguments, passed to the C launcher as their addresses (an int skips its
-    data_ptr() call and cuPointerGetAttribute; study.Kernel has checked they are on the GPU)."""
+    data_ptr() call and cuPointerGetAttribute; study.Kernel has checked they are on the GPU).
+    The direct fire also carries .expanded(args, stream), the launch from arguments already in
+    the C launcher's form, and .descs / .ptrs, the positions it converts (tritoncall uses them)."""
     run, (g0, g1, g2) = c.run, grid
     fn, packed = c.function, c.packed_metadata
     raw, descs = run.launch, {}
@@ -47,6 +49,9 @@ def launcher(c, grid, nargs, rest, ptrs=()):
             args[i] = args[i].data_ptr()
         for i in order:   # from the end: each expansion leaves earlier positions in place
             args[i:i + 1] = _tensor_map(args[i], descs[i])
+        expanded(args, stream)
+
+    def expanded(args, stream):   # args as the C launcher takes them (fire's, or a recipe's own)
         if not size:
             return raw(g0, g1, g2, stream, fn, coop, pdl, None, None, packed, None, None, None, *args, *rest)
         alloc = _allocation._allocator.get()
@@ -58,6 +63,7 @@ def launcher(c, grid, nargs, rest, ptrs=()):
             raw(g0, g1, g2, stream, fn, coop, pdl, ptr, None, packed, None, None, None, *args, *rest)
         finally:
             _raw_delete(ptr)   # stream-ordered, as a dropped tensor: reused only by later work on `stream`
+    fire.expanded, fire.descs, fire.ptrs = expanded, descs, frozenset(ptrs)   # for tritoncall's recipes
     return fire
 
 

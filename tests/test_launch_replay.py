@@ -204,13 +204,14 @@ class builtin_function_or_method:   # noqa: N801 -- stands in for Triton's C lau
         self.calls.append(args)
 
 
-def _fake_compiled(raw, scratch):
-    """A compiled kernel as launcher reads it: Triton 3.6's CudaLauncher over C launcher `raw`."""
+def _fake_compiled(raw, scratch, meta=None):
+    """A compiled kernel as launcher reads it: Triton 3.6's CudaLauncher over C launcher `raw`
+    (meta: the descriptor's encoding metadata; None, the base tensor is passed unencoded)."""
     from triton.backends.nvidia.driver import CudaLauncher, wrap_handle_tensordesc
 
     signature = {0: "tensordesc<fp16[64, 64]>", 1: "*fp16", 2: "i32", 3: "fp32", 4: "constexpr"}
     run = object.__new__(CudaLauncher)
-    run.launch = wrap_handle_tensordesc(raw, signature, None)
+    run.launch = wrap_handle_tensordesc(raw, signature, meta)
     run.num_ctas, run.launch_cooperative_grid, run.launch_pdl = 1, False, False
     run.global_scratch_size, run.global_scratch_align = scratch, 16
     run.profile_scratch_size, run.profile_scratch_align = 0, 1
@@ -273,3 +274,40 @@ def test_entry_holds_only_while_its_autotuner_keeps_the_config():
     at.cache[("key",)] = cfg
     at.configs = cfgs[:1]                 # another config list (a test trims it)
     assert not e.tuners_hold()
+
+
+def test_expanded_recipe_launches_what_the_general_recipe_does(monkeypatch, device0):
+    """A recipe in the C launcher's form (addresses filled in, encodings kept per address) hands
+    the launcher exactly what the general recipe's fire does, for each new operand address."""
+    from study import tritoncall
+    from study.tritoncall import Recipe, fire_recipe, record_call
+    from study.tritonfire import launcher
+    from study.tritonlaunch import _Entry
+
+    def encode(d, meta):   # stands in for make_tensordesc_arg's CUtensorMap (needs a GPU)
+        return [("map", d.base.data_ptr(), tuple(d.shape), tuple(d.strides), tuple(d.block_shape), meta["id"]),
+                *d.shape, *d.strides]
+    monkeypatch.setattr(tritonfire, "make_tensordesc_arg", encode)
+    monkeypatch.setattr(tritoncall, "make_tensordesc_arg", encode)
+    monkeypatch.setattr(tritonlaunch, "_direct_ok", lambda: True)
+    stand_in = types.SimpleNamespace(active=types.SimpleNamespace(get_current_stream=lambda dev: 7))
+    monkeypatch.setattr(tritonlaunch, "driver", stand_in)
+    monkeypatch.setattr(tritoncall, "driver", stand_in)
+    raw = builtin_function_or_method()
+    fire = launcher(_fake_compiled(raw, 0, [{"id": 3}]), (2, 1, 1), 4, (16,), (1,))
+    r = Replay(_stand_in_kernel)
+
+    def stage(a, b, c):
+        return r[(2,)](descriptor(b, [16, 16], True), a, 32, 1.5, BLOCK=16)
+    a, b, c = torch.empty(32, 32, dtype=torch.float16), torch.empty(32, 32, dtype=torch.float16).t(), torch.empty(4)
+    r.entries[r.signature((descriptor(b, [16, 16], True), a, 32, 1.5), {"BLOCK": 16})] = _Entry("compiled", fire, ())
+    rc = record_call(lambda: stage(a, b, c), (a, b, c))
+    assert rc and rc.expanded is not None
+    general = Recipe(rc.device, rc.entry, rc.template, rc.slots, rc.descs)   # expanded None: the general form
+    for _ in range(2):   # a new address for b, then the same again (its encoding kept)
+        a2, b2 = torch.empty(32, 32, dtype=torch.float16), torch.empty(32, 32, dtype=torch.float16).t()
+        raw.calls.clear()
+        assert fire_recipe(rc, (a2, b2, c)) and fire_recipe(general, (a2, b2, c))
+        ours, theirs = raw.calls
+        assert ours == theirs and ours[13] == ("map", b2.data_ptr(), (32, 32), (32, 1), (16, 16), 3)
+        assert ours[13 + 5] == a2.data_ptr()
