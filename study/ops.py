@@ -74,12 +74,13 @@ def raw_stream(index: int) -> int:
 
 def kernel_for(family: str, name: str, fast_accum: bool = False, config: int = -1):
     """The kernel an op call names, made on first use (study.kernel's errors if it cannot)."""
-    key = (family, name, bool(fast_accum), int(config))
-    k = _KERNELS.get(key)
+    k = _KERNELS.get((family, name, fast_accum, config))   # as given: an op call passes bool and int
     if k is None:
+        key = (family, name, bool(fast_accum), int(config))
         if _factory is None:
             raise RuntimeError("study.ops: no kernel factory; import study.kernels (study.kernel does)")
-        k = _KERNELS[key] = _factory(family, name, fast_accum=fast_accum, config=None if config < 0 else config)
+        k = _KERNELS.get(key) or _factory(family, name, fast_accum=fast_accum, config=None if config < 0 else config)
+        _KERNELS[key] = k
     return k
 
 
@@ -109,6 +110,8 @@ def _gemm(family, name, a, b, c=None, alpha=1.0, beta=0.0, scale_a=None, scale_b
         out = torch.empty(c.shape, dtype=c.dtype, device=c.device)
         if not beta_is_zero(beta):
             out.copy_(c)
+    if scale_a is None and scale_b is None:
+        return k(a, b, out, alpha=alpha, beta=beta)
     return k(a, b, out, alpha=alpha, beta=beta, scale_a=scale_a, scale_b=scale_b)
 
 

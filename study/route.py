@@ -122,6 +122,13 @@ class use(TorchFunctionMode):
         return y if a.dim() == 2 else y.view(*a.shape[:-1], b.shape[1])   # a view op costs ~1 us
 
     def linear(self, x, weight, bias=None):
+        if (bias is None and isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor) and x.dim() == 2
+                and weight.dim() == 2 and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+                and not torch.compiler.is_compiling()):   # traced, the kernel's checks run later: no fallback
+            try:   # the common call first: the kernel's own checks refuse what the route's below would
+                return self.kernel(x, weight.t())
+            except (ValueError, TypeError):   # refused before any launch: classified below
+                pass
         x2, w_t = self._operands(x, weight.t() if isinstance(weight, torch.Tensor) and weight.dim() == 2 else weight,
                                  min_dim=1)
         if bias is not None and (not isinstance(bias, torch.Tensor) or bias.dtype != x.dtype

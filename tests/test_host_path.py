@@ -103,3 +103,25 @@ def test_overhead_rows_and_references(k):
                       ("torch.ops.study.gemm", "torch.mm"), ("F.linear, pass-through mode", "F.linear")):
         assert df.loc[path, "us_over_torch"] == pytest.approx(us[path] - us[ref])
         assert df.loc[path, "us_over_mm"] == pytest.approx(us[path] - us["torch.mm"])
+
+
+def test_use_linear_tries_the_kernel_first_and_still_counts_why_it_falls_back(k):
+    """study.use's F.linear calls the kernel at once for the common call; what the kernel's own
+    checks refuse goes to torch with the same reason the route's checks give."""
+    import torch.nn.functional as F
+
+    from study.route import use
+
+    x, w = torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(8, 16, dtype=torch.bfloat16)
+    odd = torch.randn(8, 32, dtype=torch.bfloat16)[:, ::2]        # [8, 16], column stride 2: no layout
+    with use(*SPEC) as mode:
+        y = F.linear(x, w)
+        y_nn = F.linear(x, w.t().contiguous().t())             # W.T row-major: NN, routed
+        y32 = F.linear(x.float(), w.float())                    # fp32: not the stage's dtype
+        y_odd = F.linear(x, odd)
+    for got, weight in ((y, w), (y_nn, w)):
+        torch.testing.assert_close(got, (x.double() @ weight.double().t()).to(got.dtype))
+    torch.testing.assert_close(y32, x.float() @ w.float().t())
+    torch.testing.assert_close(y_odd, F.linear(x, odd))
+    assert mode.counts == {"routed": 2, "fallback": 2} and mode.fallbacks == {"dtype": 1, "layout": 1}, \
+        (mode.counts, dict(mode.fallbacks))
