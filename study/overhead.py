@@ -21,9 +21,11 @@ with gemm_'s schema whose Python implementation returns at once: the dispatcher'
 operator implemented in Python) and "F.linear, pass-through mode" (F.linear inside a
 TorchFunctionMode that hands every call to torch: the price of any such mode).
 
-`us_over_torch` subtracts the us_host of torch's call that does the same (REFERENCE: torch.mm;
-F.linear for study.use and the pass-through mode; nn.Linear for study.Linear, its drop-in);
-`us_over_mm` always torch.mm's; `us_over_launch` the launch-only row's.
+`us_over_torch` is the median over rounds of the path's time less that of torch's call doing the
+same in the same round (REFERENCE: torch.mm; F.linear for study.use and the pass-through mode;
+nn.Linear for study.Linear, its drop-in): paired within a round, the host clock's drift between
+rounds cancels. `us_over_mm` is the same against torch.mm; `us_over_launch` against the
+launch-only row.
 """
 from __future__ import annotations
 
@@ -159,10 +161,13 @@ def measure(family: str = "cuda", name="s13", shape=(64, 64, 64), precision: str
     if mode.counts["fallback"]:
         raise RuntimeError(f"study.use fell back to torch ({dict(mode.fallbacks)}): its row would time torch")
     df = pd.DataFrame(rows)
-    base = df.set_index("path")["us_host"]
-    df["us_over_torch"] = df["us_host"] - df["path"].map(lambda p: base[REFERENCE.get(p, "torch.mm")])
-    df["us_over_mm"] = df["us_host"] - base["torch.mm"]
-    df["us_over_launch"] = df["us_host"] - base["launch only"]
+
+    def over(ref):   # paired within each round, so that the host's drift between rounds cancels
+        return [statistics.median(x - y for x, y in zip(host[p], host[ref(p)])) for p in paths]
+    df["us_over_torch"] = over(lambda p: REFERENCE.get(p, "torch.mm"))
+    df["us_over_mm"] = over(lambda p: "torch.mm")
+    df["us_over_launch"] = over(lambda p: "launch only")
+    df.attrs["us_host_rounds"] = host   # path -> us_host of each round
     df.insert(0, "kernel", f"{family}:{k.name}")
     df.insert(1, "shape", f"{M}x{N}x{K} {precision}")
     return df

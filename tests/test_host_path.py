@@ -3,6 +3,8 @@ skips must not change what it computes (kernels.Kernel.__call__'s checked signat
 kept W.T view), and study.overhead's rows and references."""
 from __future__ import annotations
 
+import statistics
+
 import pytest
 import torch
 
@@ -95,14 +97,18 @@ def test_linear_reads_a_parametrised_weight(k):
 def test_overhead_rows_and_references(k):
     from study import overhead
 
-    df = overhead.measure(*SPEC, shape=(8, 8, 8), calls=3, rounds=2, device="cpu").set_index("path")
+    df = overhead.measure(*SPEC, shape=(8, 8, 8), calls=3, rounds=3, device="cpu").set_index("path")
     assert {"nn.Linear", "torch.ops no-op", "F.linear, pass-through mode", "study.Linear", "study.use F.linear",
             "torch.ops.study.gemm"} <= set(df.index)
-    us = df["us_host"]
+    rounds = df.attrs["us_host_rounds"]
+
+    def paired(path, ref):   # the median over rounds of the difference within each round
+        return statistics.median(x - y for x, y in zip(rounds[path], rounds[ref]))
     for path, ref in (("study.Linear", "nn.Linear"), ("study.use F.linear", "F.linear"),
                       ("torch.ops.study.gemm", "torch.mm"), ("F.linear, pass-through mode", "F.linear")):
-        assert df.loc[path, "us_over_torch"] == pytest.approx(us[path] - us[ref])
-        assert df.loc[path, "us_over_mm"] == pytest.approx(us[path] - us["torch.mm"])
+        assert len(rounds[path]) == 3 and df.loc[path, "us_host"] == pytest.approx(statistics.median(rounds[path]))
+        assert df.loc[path, "us_over_torch"] == pytest.approx(paired(path, ref))
+        assert df.loc[path, "us_over_mm"] == pytest.approx(paired(path, "torch.mm"))
 
 
 def test_use_linear_tries_the_kernel_first_and_still_counts_why_it_falls_back(k):
