@@ -178,6 +178,8 @@ class Linear(nn.Linear):
         at the same address, shape and requires_grad (a view of a Parameter costs ~1.5 us;
         `weight.data = ...` or a new weight makes a new one). Never handed to autograd (a
         gradient's product takes a fresh view). Holds the weight's memory until the next forward."""
+        if torch.compiler.is_compiling():   # traced: a view in the graph costs nothing per call
+            return w.t()
         kept = self.__dict__.get("_kept_t")
         if (kept is not None and kept[0] is w and kept[1] == w.data_ptr() and kept[2] == w.shape
                 and kept[3] == w.requires_grad):

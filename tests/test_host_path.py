@@ -131,3 +131,18 @@ def test_use_linear_tries_the_kernel_first_and_still_counts_why_it_falls_back(k)
     torch.testing.assert_close(y_odd, F.linear(x, odd))
     assert mode.counts == {"routed": 2, "fallback": 2} and mode.fallbacks == {"dtype": 1, "layout": 1}, \
         (mode.counts, dict(mode.fallbacks))
+
+
+def test_linear_without_grad_compiles_fullgraph(k):
+    """The kept W.T is eager-only: a traced forward without gradients (inference under
+    torch.compile) makes its view in the graph and leaves the module's state alone."""
+    layer = Linear(16, 8, bias=True, dtype=torch.bfloat16, kernel=SPEC)
+    x = torch.randn(5, 16, dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        y = compiled(x)
+        assert "_kept_t" not in layer.__dict__
+        y_eager = layer(x)
+    assert torch.equal(y, y_eager) and "_kept_t" in layer.__dict__
+    torch.testing.assert_close(y, (x.double() @ layer.weight.double().t()).to(x.dtype) + layer.bias)
