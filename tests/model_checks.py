@@ -106,7 +106,8 @@ class Block(torch.nn.Module):
 
 
 def compile_fullgraph(family, name, device, dtype, backend="aot_eager"):
-    """torch.compile(fullgraph=True) of Block: same output and gradients as eager."""
+    """torch.compile(fullgraph=True) of Block: same output and gradients as eager, and the
+    same output under torch.no_grad()."""
     torch._dynamo.reset()
     block = Block(family, name, 32, device, dtype)
     x = _rnd(24, 32, device=device, dtype=dtype, seed=11).requires_grad_(True)
@@ -128,6 +129,9 @@ def compile_fullgraph(family, name, device, dtype, backend="aot_eager"):
     assert same(out, eager), f"compiled output differs: max {float((out - eager).abs().max()):.3g}"
     for ge, gc in zip(g_eager, g_comp):
         assert same(ge, gc), f"compiled gradient differs: max {float((ge - gc).abs().max()):.3g}"
+    with torch.no_grad():   # inference: study.Linear's no-gradient forward traced too
+        out, eager = compiled(x.detach()), block(x.detach())
+    assert same(out, eager), f"compiled inference differs: max {float((out - eager).abs().max()):.3g}"
 
 
 def linear_grads(family, name, device, dtype, bias=False):
