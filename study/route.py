@@ -19,6 +19,8 @@ Products that need a gradient run through nn.MatmulFn (their backward on the ker
 backward product the kernel refuses runs on torch and counts as a fallback ("backward_refused").
 Under torch.compile the mode is traced once: counts then count call sites per compilation, not
 calls, and the kernel's limits are checked when the compiled code runs (an error, not a fallback).
+Eager F.linear without bias or gradient calls the kernel before the route's own checks (its
+checks refuse the same products, before any launch); only a refusal runs them, to count why.
 """
 from __future__ import annotations
 
