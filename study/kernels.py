@@ -71,7 +71,7 @@ class Kernel:
             return c.zero_() if beta == 0 else c.mul_(beta)
         scales = (scale_a, scale_b) if p.precision in SCALED else None
         # check and launch (and autotune) on the operands' GPU, not the current one
-        with ops.on_device(a.device):
+        with ops.on_gpu(a.device.index if a.device.type == "cuda" else -1):
             if a.device.type == "cuda":
                 self._check_device(a.device, device.capability(a.device.index))
             self._check_limits(p, a, b, c, scales)

@@ -170,9 +170,8 @@ def page(data: Data, table) -> str:
                    f"time is what is measured. Target for a public-API call: at most {HOST_TARGET_US:g} us."
                    + (" Each figure is the median over rounds of the difference within a round (the paths run in "
                       "turn in every round). Three columns time torch's own machinery under a path, with no GEMM: "
-                      "`nn.Linear` (over "
-                      "`F.linear`), `torch.ops no-op` (an operator with the study op's schema and a Python "
-                      "implementation that returns at once: the dispatcher's price, over `torch.mm`) and "
+                      "`nn.Linear` (over `F.linear`), `torch.ops no-op` (an operator with the study op's schema "
+                      "and a Python implementation that returns at once: the dispatcher's price, over `torch.mm`) and "
                       "`F.linear, pass-through mode` (F.linear inside a mode that routes nothing, over `F.linear`)."
                       if floors else "") + "\n\n" + table(ov))
     fails = failures(m)

@@ -50,19 +50,13 @@ def current_gpu() -> int:
 _NO_GUARD = contextlib.nullcontext()   # reusable: it holds no state
 
 
-def on_device(dev: torch.device):
-    """Make the operands' GPU `dev` current for a check and launch: a no-op when it already is
-    (entering torch.cuda.device costs microseconds of host time per call) or for a CPU tensor."""
-    if dev.type != "cuda" or dev.index == current_gpu():
-        return _NO_GUARD
-    return torch.cuda.device(dev)
-
-
 def on_gpu(index: int):
-    """on_device for a tensor's get_device() (-1: a CPU tensor), without making a torch.device."""
+    """Make GPU `index` (a tensor's get_device(); -1 off the GPU) current for a check and launch:
+    a no-op when it already is (entering torch.cuda.device costs microseconds of host time per
+    call) or for a CPU tensor."""
     if index < 0 or index == current_gpu():
         return _NO_GUARD
-    return torch.cuda.device(index)
+    return torch.cuda.device(torch.device("cuda", index))
 
 
 def raw_stream(index: int) -> int:
@@ -110,8 +104,6 @@ def _gemm(family, name, a, b, c=None, alpha=1.0, beta=0.0, scale_a=None, scale_b
         out = torch.empty(c.shape, dtype=c.dtype, device=c.device)
         if not beta_is_zero(beta):
             out.copy_(c)
-    if scale_a is None and scale_b is None:
-        return k(a, b, out, alpha=alpha, beta=beta)
     return k(a, b, out, alpha=alpha, beta=beta, scale_a=scale_a, scale_b=scale_b)
 
 
