@@ -13,8 +13,10 @@ The signature is a superset of what Triton specialises on and of what an autotun
 heuristic can read: the current device; each positional argument's type; ints, bools, strings
 and every keyword argument by value; tensors by dtype and 16-byte alignment; host tensor
 descriptors by dtype, alignment, shape, strides, box and padding; floats passed to a
-non-constexpr parameter by type alone (Triton does not specialise on a float's value). The grid
-must be a function of the arguments and the chosen config (every stage's is). Triton's own path
+non-constexpr parameter by type alone (Triton does not specialise on a float's value). A grid
+given as a tuple must equal the kept launch's, else Triton launches it and it is kept instead (a
+forced plan, e.g. s14's launch(..., p), may change the grid under one signature); a callable
+grid must be a function of the arguments and the chosen config (every stage's is). Triton's own path
 runs where a replay could differ (docs/ARCHITECTURE.md, "A Triton call's host path"): under
 TRITON_INTERPRET, with a launch hook, while JITFunction.run or Autotuner.run is patched, and
 where an autotuner no longer holds the recorded config.
@@ -164,10 +166,10 @@ def _signature_for(args, kwargs, value_floats):
 
 
 class _Entry:
-    __slots__ = ("compiled", "fire", "tuners", "alive")   # alive: still in its Replay's entries
+    __slots__ = ("compiled", "fire", "tuners", "grid", "alive")   # alive: still in its Replay's entries
 
-    def __init__(self, compiled, fire, tuners):
-        self.compiled, self.fire, self.tuners, self.alive = compiled, fire, tuners, True
+    def __init__(self, compiled, fire, tuners, grid=None):   # grid: the launch's, where given as a tuple
+        self.compiled, self.fire, self.tuners, self.grid, self.alive = compiled, fire, tuners, grid, True
 
     def tuners_hold(self) -> bool:
         """Every autotuner still holds the config this launch ran with (False: a test or a user
@@ -211,7 +213,7 @@ class Replay:
             return self.kernel[grid](*args, **kwargs)
         key = self.signature(args, kwargs)
         e = self.entries.get(key) if key is not None else None
-        if e is not None and e.tuners_hold():
+        if e is not None and e.tuners_hold() and (e.grid is None or e.grid == grid):
             e.fire(args, driver.active.get_current_stream(key[0]))
             counts["replayed"] += 1
             seen = getattr(recording, "seen", None)
@@ -264,7 +266,7 @@ class Replay:
         old = self.entries.get(key)
         if old is not None:
             old.alive = False
-        self.entries[key] = _Entry(compiled, fire, tuple(tuners))
+        self.entries[key] = _Entry(compiled, fire, tuple(tuners), None if callable(grid) else tuple(grid))
         if self.signature is self.general:   # the first signature kept: generate its form
             self.signature = _signature_for(args, kwargs, self.value_floats) or self.general
         return compiled

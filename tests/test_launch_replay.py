@@ -311,3 +311,19 @@ def test_expanded_recipe_launches_what_the_general_recipe_does(monkeypatch, devi
         ours, theirs = raw.calls
         assert ours == theirs and ours[13] == ("map", b2.data_ptr(), (32, 32), (32, 1), (16, 16), 3)
         assert ours[13 + 5] == a2.data_ptr()
+
+
+def test_a_kept_launch_replays_only_its_own_tuple_grid(direct, monkeypatch):
+    """A forced plan (s14's launch(..., p)) may ask for another grid under the same signature:
+    that call goes to Triton, and is kept in place of the old launch."""
+    r, keep, fired = direct
+    x = torch.empty(64, 64)
+    args = (x, descriptor(x, [16, 16]), 64, 2.0)
+    r.entries[r.signature(args, {"BLOCK": 16})] = tritonlaunch._Entry(
+        "compiled", lambda a, s: fired.append((list(a), s)), (), (4,))
+    recorded = []
+    monkeypatch.setattr(r, "_record", lambda key, grid, a, k: recorded.append(grid) or "triton")
+    assert r[(4,)](*args, BLOCK=16) == "compiled" and len(fired) == 1
+    assert r[(5,)](*args, BLOCK=16) == "triton" and recorded == [(5,)] and len(fired) == 1
+    r.entries[r.signature(args, {"BLOCK": 16})].grid = None   # kept from a callable grid: a function
+    assert r[lambda meta: (6,)](*args, BLOCK=16) == "compiled"   # of the signature, never compared
