@@ -135,3 +135,18 @@ def test_triton_plan_rules(triton_s14):
         assert plan(n, n, n, SMS, beta=0.5).name != "data-parallel (s13)", n
     p = plan(256, 4100, 4104, SMS)   # the GPU suite's M = 256 decode shape: 33 x 4 tiles, one wave
     assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", 132, 128, 64)
+
+
+def test_triton_data_parallel_weight_tiles(triton_s14):
+    """M <= 64 (one token tile) against 128-row weight tiles that alone fill 60-100% of the SMs:
+    data-parallel, one tile per program; fewer or more tiles keep the split or stream-K."""
+    plan = triton_s14.plan
+    for (M, N, K), (programs, bt) in {(1, 11008, 4096): (86, 16), (16, 14336, 4096): (112, 16),
+                                      (32, 11008, 4096): (86, 32), (64, 14336, 4096): (112, 64),
+                                      (1, 11001, 520): (86, 16), (24, 11000, 1000): (86, 32),
+                                      (40, 14300, 264): (112, 64)}.items():   # the last three: the GPU suite's
+        p = plan(M, N, K, SMS)
+        assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", programs, 128, bt), (M, N, K, p)
+    for shape in ((16, 4096, 11008), (16, 20000, 4096)):   # 32 tiles: 24% of the SMs; 157: over a wave
+        assert plan(*shape, SMS).block_n == 64 and plan(*shape, SMS).programs == SMS, shape
+    assert plan(128, 11008, 4096, SMS).name == "data-parallel (s13)"     # M > 64: s13's tiles

@@ -55,6 +55,13 @@ WAVE_TILES = [(64, 32, 256, 4, 4),       # 196 KB
               (64, 64, 128, 6, 4)]       # 196 KB
 WAVE_FILL = 0.9
 WAVE_MAX_M = 256
+# One token tile (M <= 64) against 128-row weight tiles, data-parallel, where those tiles alone
+# give 60-100% of the SMs (N = 11008 / 14336: 86 / 112 tiles): H100 bf16, K = 4096, 0.89-0.99 ->
+# 0.99-1.07x cuBLAS; stream-K over every SM lost (docs/stages/s14_stream_k.md, session 42).
+DP_TILES = [(16, (128, 16, 256, 3, 4)),      # 216 KB
+            (32, (128, 32, 128, 5, 4)),      # 200 KB
+            (64, (128, 64, 128, 4, 4))]      # 192 KB
+DP_FILL = 0.6
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
 SPLIT_MIN_STEPS = 16   # M > 128: a split of fewer K steps per program runs s13 instead (beta == 0;
@@ -241,6 +248,10 @@ def plan(M, N, K, num_sms, beta=0.0):
     if wave:
         tiles, _, (bn, bt, bk, stages, warps) = max(wave)
         return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
+    dp = next((cfg for m, cfg in DP_TILES if M <= m), None)
+    if dp and DP_FILL * num_sms <= cdiv(N, dp[0]) <= num_sms:
+        bn, bt, bk, stages, warps = dp
+        return Plan("data-parallel", bt, cdiv(N, bn), stages, warps, bn, bk)
     return own
 
 
