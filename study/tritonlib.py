@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from study.operands import TRANSPOSED
-from study.tritonepilogue import update_c_in_parts
+from study.tritonepilogue import store_c_in_parts, update_c_in_parts
 from study.tritonlaunch import INTERPRET, cdiv, replay, stored_layout  # noqa: F401 (INTERPRET: stages import it)
 
 
@@ -123,10 +123,11 @@ def hinted_offsets(pid_m, pid_n, N, K, lda, ldb, ldc,
 def store_c_tile(c_ptr, acc, off_m, off_n, M, N, ldc, alpha, beta,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_VEC: tl.constexpr,
                  BETA_ZERO: tl.constexpr):
-    """Epilogue of the TMA stages (s12, s13): C = alpha * acc (+ beta * C) in fp32, one rounding
+    """Epilogue of the TMA stages (s12-s14): C = alpha * acc (+ beta * C) in fp32, one rounding
     to C's dtype, masked pointer stores at any ldc. C_VEC = 8 passes on what the wrapper checked
-    (C 16-byte aligned, ldc and N multiples of 8): without it ldc = 1000 gives 2-byte stores
-    whose addresses spill registers. beta == 0 never reads C (it may hold NaN)."""
+    (C 16-byte aligned, ldc and N multiples of 8) to one store of the whole tile; beta != 0 or
+    C_VEC < 8 store a part of the rows at a time (tritonepilogue: the whole tile's C values or
+    2-byte store addresses spilled registers). beta == 0 never reads C (it may hold NaN)."""
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = tl.max_contiguous(tl.multiple_of(off_n + tl.arange(0, BLOCK_N), BLOCK_N), BLOCK_N)
     c_rows = offs_m * ldc
@@ -136,10 +137,10 @@ def store_c_tile(c_ptr, acc, off_m, off_n, M, N, ldc, alpha, beta,
         n_lim = tl.multiple_of(n_lim, C_VEC)
     c_ptrs = c_ptr + c_rows[:, None] + offs_n[None, :]
     mask_c = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
-    out = alpha * acc
-    if not BETA_ZERO:
-        out += beta * tl.load(c_ptrs, mask=mask_c, other=0.0).to(tl.float32)
-    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=mask_c)
+    if BETA_ZERO and C_VEC > 1:   # the timed path: one store
+        tl.store(c_ptrs, (alpha * acc).to(c_ptr.dtype.element_ty), mask=mask_c)
+    else:   # C read, or an address per element: part of the rows at a time (no spills)
+        store_c_in_parts(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO)
 
 
 def tile_config(bm, bn, bk, stages, warps, group_m=8, pre_hook=None):

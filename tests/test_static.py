@@ -40,7 +40,7 @@ import pytest
 import gemm_checks as gc
 import study
 from study import build
-from study.registry import ROOT
+from study.registry import ROOT, find
 
 ARCH_FLAG = "-gencode=arch=compute_90a,code=sm_90a"
 TENSOR = {"tf32", "fp16", "bf16"}
@@ -444,8 +444,9 @@ def _refused(stage, precision, shape, layout) -> bool:
                                           for s in study.all_stages("triton") for lay in s.layouts])
 def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage, layout):
     """At 1000^3 (sizes and leading dimensions divisible by 8, not 16: no Triton divisibility
-    specialisation) and 4095^3 (not even 16-byte rows: VEC == 1, 2- or 4-byte loads) every
-    config the call would tune over compiles for sm_90 without local memory, in each layout,
+    specialisation), 4095^3 (not even 16-byte rows: VEC == 1, 2- or 4-byte loads) and 1000 x 1001
+    x 1000 (C's rows alone unaligned: what the TMA stages take in NT, C_VEC == 1) every config the
+    call would tune over compiles for sm_90 without local memory, in each layout,
     with beta = 0 and beta != 0 (the study checks alpha/beta at every shape it times).
     fp8 takes K up to 16-byte rows (gemm_checks.fit_shape: 1000 x 1000 x 1008, 4095 x 4095 x
     4096; M, N and ldc stay ragged). Sizes a stage refuses (its unsupported()) are skipped."""
@@ -455,8 +456,8 @@ def test_triton_aot_sm90_ragged_sizes_do_not_spill(stage, layout):
 
     precision = stage.precisions[0]
     problems, tried = [], 0
-    for size in (1000, 4095):
-        shape = gc.fit_shape((size, size, size), precision)
+    for size in ((1000, 1000, 1000), (4095, 4095, 4095), (1000, 1001, 1000)):
+        shape = gc.fit_shape(size, precision)
         if _refused(stage, precision, shape, layout):
             continue
         for fn, sig, consts, attrs, opts in _aot_variants(stage, precision, all_configs=True, shape=shape,
@@ -508,3 +509,47 @@ def test_sass_counts_read_each_cubin_once(tmp_path, monkeypatch):
     assert resources.sass_counts(b"cubin-b") == first and len(calls) == 2
     assert resources.sass_counts(b"broken") == {} and not list(tmp_path.glob("sass/*.tmp"))
     assert len(list((tmp_path / "sass").glob("*.json"))) == 2
+
+
+# Triton s14's decode plans: a shape for each tile config its plan() can pick (TILES by token
+# count, WAVE_TILES, DP_TILES), M a multiple of 8 and N, K of 8 so every layout takes them; the
+# generic sizes above run s13's tiles or the large-M config only.
+S14_DECODE = [(8, 4096, 4096), (32, 4096, 4096), (40, 4104, 4104), (104, 4104, 4104), (200, 4104, 4104),
+              (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (16, 11008, 4096), (32, 11008, 4096),
+              (64, 14336, 4096)]
+
+
+@pytest.mark.parametrize("layout", find("triton", "s14").layouts)
+def test_triton_s14_decode_configs_compile_without_spills(layout):
+    """Every tile config of Triton s14's plan() compiles for sm_90 without local memory and within
+    the shared memory a block may have, with beta = 0 and beta != 0, in each layout; a config added
+    to the plan's tables without a shape here fails."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from study.kernels import _load_triton_module
+
+    stage = find("triton", "s14")
+    mod = _load_triton_module(stage)
+    problems, done, compiled = [], set(), set()
+    for shape in S14_DECODE:
+        for fn, sig, consts, attrs, opts in _aot_variants(stage, "bf16", all_configs=True, shape=shape, layout=layout):
+            key = (fn.__name__, repr(sorted(consts.items(), key=str)), repr(sorted(opts.items(), key=str)), repr(attrs))
+            if key in done:
+                continue
+            done.add(key)
+            if fn.__name__ == "s14_stream_k_kernel":
+                compiled.add((consts["BLOCK_N"], consts["BLOCK_T"], consts["BLOCK_K"], opts["num_stages"],
+                              opts["num_warps"]))
+            ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=opts)
+            res = _cuobjdump(["-res-usage"], ck.asm["cubin"])
+            local = max(int(x) for x in re.findall(r"(?:LOCAL|STACK):(\d+)", res))
+            tag = f"{'x'.join(map(str, shape))} {fn.__name__} " + str({k: v for k, v in consts.items() if k.isupper()})
+            if local:
+                problems.append(f"{tag}: {local} bytes of local memory")
+            problems += _too_much_smem(ck, tag)
+    tables = {cfg for _, cfg in mod.TILES} | set(mod.WAVE_TILES) | {cfg for _, cfg in mod.DP_TILES}
+    assert tables <= compiled, f"plan configs no shape here compiles: {sorted(tables - compiled)}"
+    assert not problems, f"s14 {layout}:\n" + "\n".join(problems)
+

@@ -51,8 +51,11 @@ FLAT_CONFIGS = [
 
 
 def _prune(configs, named_args, **kwargs):
-    """The configs of the loop this call runs (WS is in the autotune key). Interpreter: the first."""
-    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))]
+    """The configs of the loop this call runs (WS and C_VEC are in the autotune key). C_VEC == 1
+    (C's rows not 16-byte aligned): not the flattened 128x256, whose part-by-part C store adds a
+    128 KiB layout change to its ring (272 KiB; a block may have 227). Interpreter: the first."""
+    mine = [c for c in configs if (c in WS_CONFIGS) == bool(kwargs.get("WS"))
+            and not (kwargs.get("C_VEC") == 1 and c is FLAT_CONFIGS[0])]
     return autotune_prune(mine or configs, named_args, **kwargs)
 
 
@@ -64,7 +67,7 @@ def _num_sms(device_index):
 # restore_value: autotune runs each config several times; with beta != 0 each run would
 # accumulate into C, so C is saved before timing and restored after. The tritonlib hooks let
 # the interpreter (no device timer) run configs[0] only.
-@triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS, key=["M", "N", "K", "WS", "LAYOUT"],
+@triton.autotune(configs=WS_CONFIGS + FLAT_CONFIGS, key=["M", "N", "K", "WS", "C_VEC", "LAYOUT"],
                  restore_value=["c_ptr"], do_bench=autotune_do_bench,
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
