@@ -266,7 +266,7 @@ class Replay:
         old = self.entries.get(key)
         if old is not None:
             old.alive = False
-        self.entries[key] = _Entry(compiled, fire, tuple(tuners), None if callable(grid) else tuple(grid))
+        self.entries[key] = _Entry(compiled, fire, tuple(tuners), None if callable(grid) else grid)
         if self.signature is self.general:   # the first signature kept: generate its form
             self.signature = _signature_for(args, kwargs, self.value_floats) or self.general
         return compiled
