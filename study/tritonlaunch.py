@@ -168,7 +168,7 @@ def _signature_for(args, kwargs, value_floats):
 class _Entry:
     __slots__ = ("compiled", "fire", "tuners", "grid", "alive")   # alive: still in its Replay's entries
 
-    def __init__(self, compiled, fire, tuners, grid=None):   # grid: the launch's, where given as a tuple
+    def __init__(self, compiled, fire, tuners, grid=None):   # grid: the launch's, unless callable
         self.compiled, self.fire, self.tuners, self.grid, self.alive = compiled, fire, tuners, grid, True
 
     def tuners_hold(self) -> bool:
