@@ -93,7 +93,9 @@ DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 2056), (1100, 8
                 # CUDA s14's one-wave weight tiles, 64 / 88 / 112 / 168 rows, ragged N (and M)
                 (250, 4000, 1000), (100, 11001, 520), (120, 14300, 264), (200, 11001, 264),
                 # Triton s14's data-parallel 128-row weight tiles, one token tile (16 / 32 / 64 wide)
-                (1, 11001, 520), (24, 11000, 1000), (40, 14300, 264)]
+                (1, 11001, 520), (24, 11000, 1000), (40, 14300, 264),
+                # Triton s14's part-filled last token tile (M = 129-256), 128- and 64-row weight tiles
+                (136, 4100, 520), (160, 2050, 264)]
 # alpha/beta combinations: (alpha, beta); beta == 0 runs on a NaN-filled C.
 ALPHA_BETA = [(1.0, 0.0), (2.0, 0.0), (-1.5, 0.5), (1.0, 1.0), (0.0, 2.0), (0.0, 0.0), (0.5, -1.0)]
 

@@ -1,6 +1,6 @@
 """Triton s14 (stream-K / split-K) under the Triton interpreter on CPU: the generic interpreter
 shapes never split a tile, so this forces every decomposition (uneven stream-K shares, split-K,
-data-parallel by both of plan()'s rules, one K step per program, ragged N and K tails, two token
+data-parallel by each of plan()'s rules, one K step per program, ragged N and K tails, two token
 tiles) in every layout the header lists, and checks the result against fp64 (the tolerance policy), bitwise
 repeatability, and that the fixup leaves its tile counters at zero. The small-M (swap AB) tiles
 read each operand in the other major order than the unswapped problem; TN stores A as (K, M),
@@ -29,7 +29,8 @@ cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (3, 256, 1024, 2, 1.0, 1.0), (3, 256, 1024, 32, -1.5, 0.5), (1, 136, 200, 7, 0.5, -1.0),
     (150, 24, 136, 3, 2.0, 0.5), (24, 136, 264, 4, 1.0, 0.0),
     (192, 128, 256, None, 1.0, 0.5),  # plan(): one wave of 128x64 token tiles (data-parallel)
-    (8, 296, 520, None, 1.5, 0.5)]  # plan(): 128-row weight tiles, one each (3 of 3 SMs), ragged N, K
+    (8, 296, 520, None, 1.5, 0.5),  # plan(): 128-row weight tiles, one each (3 of 3 SMs), ragged N, K
+    (136, 104, 72, None, 1.0, 0.0)]  # plan(): 3 token tiles of 64, the last part-filled, ragged N
 dp_fill = mod.DP_FILL   # the 128-row data-parallel rule: on for its own case only (the others keep
                         # the 64-row tiles they were written for)
 # TN: M to 16-byte rows of A stored (K, M) (3 -> 8, 1 -> 8, 150 -> 152), K ragged where it was 200
@@ -45,7 +46,7 @@ for layout in stage.layouts:
         c0 = torch.randn(M, N, generator=g).half()
         mod.DP_FILL = dp_fill if (M, N, K) == (8, 296, 520) else 2.0
         p = mod.plan.__wrapped__(M, N, K, 3)   # not the cached plan: DP_FILL changes between cases
-        if (M, N, K) == (8, 296, 520):
+        if (M, N, K) in ((8, 296, 520), (136, 104, 72)):
             assert (p.name, p.programs, p.block_n) == ("data-parallel", 3, 128), p
         if progs is not None:
             p = mod.Plan("forced", p.block_t, progs, p.stages, p.warps, p.block_n, p.block_k)
@@ -78,4 +79,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 10 * len(find("triton", "s14").layouts) and not bad, bad
+    assert len(cases) == 11 * len(find("triton", "s14").layouts) and not bad, bad

@@ -150,3 +150,22 @@ def test_triton_data_parallel_weight_tiles(triton_s14):
     for shape in ((16, 4096, 11008), (16, 20000, 4096)):   # 32 tiles: 24% of the SMs; 157: over a wave
         assert plan(*shape, SMS).block_n == 64 and plan(*shape, SMS).programs == SMS, shape
     assert plan(128, 11008, 4096, SMS).name == "data-parallel (s13)"     # M > 64: s13's tiles
+
+
+def test_triton_part_filled_token_tiles(triton_s14):
+    """M = 129-256: one wave of token tiles whose last one is part-filled (or whole, at 70-90% of
+    the SMs), before s13 and stream-K, which ran these shapes at 0.43-0.71x cuBLAS (log, session
+    43); M <= 128 and fills under 70% keep their rules."""
+    plan = triton_s14.plan
+    for (M, N, K), (programs, bn) in {(136, 4096, 4096): (96, 128), (192, 4096, 4096): (96, 128),
+                                      (200, 4096, 11008): (128, 128), (250, 4096, 4096): (128, 128),
+                                      (160, 2048, 4096): (96, 64), (136, 4100, 520): (99, 128),
+                                      (160, 2050, 264): (99, 64), (250, 4000, 1000): (128, 128)}.items():
+        for beta in (0.0, 0.5):
+            p = plan(M, N, K, SMS, beta)
+            assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", programs, bn, 64), (M, N, K, p)
+    assert plan(100, 2048, 4096, SMS).block_t == 128       # M <= 128: no part-filled token tile
+    assert plan(100, 4096, 11008, SMS).block_t == 128
+    p = plan(136, 1024, 4096, SMS)                           # 48 / 80 tiles: under 70% of the SMs
+    assert p.programs == SMS and p.block_n == 256, p
+    assert plan(200, 11008, 4096, SMS).name == "data-parallel (s13)"   # 4 x 86 tiles: over a wave

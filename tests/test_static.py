@@ -516,7 +516,7 @@ def test_sass_counts_read_each_cubin_once(tmp_path, monkeypatch):
 # generic sizes above run s13's tiles or the large-M config only.
 S14_DECODE = [(8, 4096, 4096), (32, 4096, 4096), (40, 4104, 4104), (104, 4104, 4104), (200, 4104, 4104),
               (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (16, 11008, 4096), (32, 11008, 4096),
-              (64, 14336, 4096)]
+              (64, 14336, 4096), (300, 1000, 2056)]   # the last: M > 256, stream-K's 256 x 64 tiles (beta != 0)
 
 
 @pytest.mark.parametrize("layout", find("triton", "s14").layouts)

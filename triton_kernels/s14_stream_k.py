@@ -55,6 +55,11 @@ WAVE_TILES = [(64, 32, 256, 4, 4),       # 196 KB
               (64, 64, 128, 6, 4)]       # 196 KB
 WAVE_FILL = 0.9
 WAVE_MAX_M = 256
+# M = 129-256: the same tiles with a part-filled last token tile, from 70% of the SMs, before s13
+# and stream-K (several token tiles sharing a weight tile ran 0.43-0.71x cuBLAS there; H100 bf16,
+# 136-250 x 4096 x 4096 -> 0.79-1.05x, 160 x 2048 x 4096 0.52 -> 0.99x: the log, session 43).
+WAVE_PART_MIN_M = 128
+WAVE_PART_FILL = 0.7
 # One token tile (M <= 64) against 128-row weight tiles, data-parallel, where those tiles alone
 # give 60-100% of the SMs (N = 11008 / 14336: 86 / 112 tiles): H100 bf16, K = 4096, 0.89-0.99 ->
 # 0.99-1.07x cuBLAS; stream-K over every SM lost (docs/stages/s14_stream_k.md, session 42).
@@ -232,6 +237,11 @@ def plan(M, N, K, num_sms, beta=0.0):
     """The decomposition of an (M, N, K) problem on num_sms SMs (a pure function of its inputs,
     so the same shape always runs the same programs and sums partials in the same order)."""
     bn, bt, bk, stages, warps = next(cfg for m, cfg in TILES if m is None or M <= m)
+    if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
+        return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
+    wave = _wave(M, N, num_sms)
+    if wave:
+        return wave
     own = divide(M, N, K, num_sms, Plan("", bt, num_sms, stages, warps, bn, bk))
     tiles = cdiv(N, bn) * cdiv(M, bt)
     # beta != 0 stays here where it can (s13 failed a beta != 0 check at 2048x4096x4096, see the
@@ -240,19 +250,26 @@ def plan(M, N, K, num_sms, beta=0.0):
     short = M > 128 and tiles < own.programs and tiles * cdiv(K, bk) < SPLIT_MIN_STEPS * own.programs
     if M > 64 and (cdiv(M, 128) * cdiv(N, 256) >= S13_TILES or short) and (beta == 0 or not fits):
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)
-    if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
-        return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
-    wave = [(cdiv(N, w[0]) * cdiv(M, w[1]), -i, w) for i, w in enumerate(WAVE_TILES)
-            if M <= WAVE_MAX_M and M % w[1] == 0 and M >= 2 * w[1]]
-    wave = [t for t in wave if WAVE_FILL * num_sms <= t[0] <= num_sms]
-    if wave:
-        tiles, _, (bn, bt, bk, stages, warps) = max(wave)
-        return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
     dp = next((cfg for m, cfg in DP_TILES if M <= m), None)
     if dp and DP_FILL * num_sms <= cdiv(N, dp[0]) <= num_sms:
         bn, bt, bk, stages, warps = dp
         return Plan("data-parallel", bt, cdiv(N, bn), stages, warps, bn, bk)
     return own
+
+
+def _wave(M, N, num_sms):
+    """One wave of WAVE_TILES, one whole tile per program, or None: the config with the most tiles
+    among those with >= 2 token tiles that fill WAVE_FILL-100% of the SMs, whole token tiles only;
+    above WAVE_PART_MIN_M tokens also a part-filled last one, from WAVE_PART_FILL. (No config fits
+    where s13's own rule would take M <= 128: its >= 40 tiles of 128 x 256 are > 132 of these.)"""
+    part = M > WAVE_PART_MIN_M
+    fits = [(cdiv(N, w[0]) * cdiv(M, w[1]), -i, w) for i, w in enumerate(WAVE_TILES)
+            if M <= WAVE_MAX_M and M >= 2 * w[1] and (part or M % w[1] == 0)]
+    fits = [t for t in fits if (WAVE_PART_FILL if part else WAVE_FILL) * num_sms <= t[0] <= num_sms]
+    if not fits:
+        return None
+    tiles, _, (bn, bt, bk, stages, warps) = max(fits)
+    return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
 
 
 def divide(M, N, K, num_sms, tile):
