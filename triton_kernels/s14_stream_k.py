@@ -13,8 +13,9 @@ Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1)
         a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
         sums its pieces in program order. Workspace per device, grown and reused: 256 KB of
-        counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. With
-        beta == 0, M > 64 with >= 40 s13 tiles or M > 128 with < 16 K steps a program runs s13
+        counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. Where no
+        one-wave tiling fits and beta == 0, M > 64 with >= 40 s13 tiles or M > 128 with < 16 K
+        steps a program runs s13
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s14_stream_k.cu
 Log:    docs/stages/s14_stream_k.md
