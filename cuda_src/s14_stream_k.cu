@@ -41,9 +41,9 @@ constexpr int GROUP_M = 16;          // s13's grouped tile order
 constexpr int PRODUCER_REGS = 40;    // setmaxnreg targets, as s13: 128*40 + 256*232 <= 64K
 constexpr int CONSUMER_REGS = 232;
 constexpr int WG_M = BM / CONSUMERS;
-constexpr int KSUB_SWAP = 1;         // 64-wide k boxes per ring stage, swapped (decode) path:
-                                     // 2 and 4 (256-512 B per weight row per stage) measured
-                                     // within +-3% of 1 on the decode sweep, so 1
+constexpr int KSUB_SWAP = 4;         // 64-wide k boxes per ring stage, swapped (decode) path
+                                     // (halved until 3 stages fit): 4 against 1, M <= 128,
+                                     // +1.3 points of cuBLAS on average, -2..+5 (log, session 44)
 constexpr int KSUB_AB = 1;           // and not swapped (s13's: one)
 constexpr int C_BOX = 64;            // s13's TMA-store epilogue: 64 x 64 boxes, two per consumer
 constexpr int C_CHUNK = WG_M * C_BOX;
@@ -58,7 +58,7 @@ constexpr float DP_MIN_FILL = 0.6f;  // tiles >= 60% of the SMs: data-parallel (
                                      // stream-K over 132 was 0-14% slower there)
 constexpr float SPLIT_FILL_SWAP = 0.5f;  // split until ~half the SMs stream (2 x 32 tiles beat
                                      // 3x and 4x: each extra split costs a partial's round trip)
-constexpr int MIN_ITERS = 4;         // k-steps per split at least (swapped: 64 x BN partials)
+constexpr int MIN_ITERS = 4;         // 64-wide k boxes per split at least (swapped: 64 x BN partials)
 constexpr int MIN_ITERS_AB = 16;     // not swapped (128 x 256 partials): 1024^3 split 4 ways was
                                      // 0.42 of cuBLAS against s13's 0.50, 512^3 0.38 vs 0.49
 constexpr float SK_L2_FILL = 0.9f;   // hybrid/stream-K only while the shared tiles' operands fit
@@ -452,7 +452,7 @@ int wave_bn(const gemm::Problem<T>& p, int sms) {
 //   tiles >= DP_MIN_FILL x SMs: data-parallel, one tile per CTA;
 //   fewer: S splits of each tile's k-steps, S = round(target / tiles) with target = SMs / 2
 //     swapped (memory-bound: half the SMs stream the weight) or all SMs not swapped, S >= 2,
-//     tiles x S <= SMs, >= MIN_ITERS (not swapped: MIN_ITERS_AB) k-steps per split. Split-K
+//     tiles x S <= SMs, >= MIN_ITERS (not swapped: MIN_ITERS_AB) k boxes per split. Split-K
 //     when S divides the k-steps, else the same ranges cross tile boundaries (stream-K over
 //     tiles x S CTAs); if no S fits, stream-K over all SMs.
 template <typename T>
@@ -486,7 +486,7 @@ Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int forc
       sk = hy;  // hybrid
   } else if (tiles < DP_MIN_FILL * sms) {
     const float target = pl.swap ? SPLIT_FILL_SWAP * sms : sms;
-    const int min_iters = pl.swap ? MIN_ITERS : MIN_ITERS_AB;
+    const int min_iters = max(1, (pl.swap ? MIN_ITERS : MIN_ITERS_AB) / pl.ks);  // in k-steps of pl.ks boxes
     const int S = min(max(2, static_cast<int>(target / tiles + 0.5f)), min(sms / tiles, s.KT / min_iters));
     const int g = S >= 2 ? tiles * S : min(sms, s.KT * tiles / min_iters);
     if (g > tiles) {
