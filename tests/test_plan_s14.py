@@ -76,6 +76,16 @@ def test_one_wave_weight_tiles(plans):
     assert got[(257, 4096, 4096)][3] == 256       # M > 256
 
 
+def test_split_lengths_count_64_wide_k_boxes(plans):
+    """MIN_ITERS counts 64-wide k boxes whatever the ring stage holds (four boxes on the swapped
+    path): 1 x 1024 x 4096 still splits each of its 8 tiles 8 ways (512 k each), 1 x 64 x 4096 16
+    ways (256 k each, the shortest split), as when a stage held one box."""
+    got = plans([(1, 1024, 4096), (1, 64, 4096), (1, 64, 1000)])
+    assert got[(1, 1024, 4096)] == ("split-k", True, 128, 16, 8, 64)
+    assert got[(1, 64, 4096)] == ("split-k", True, 128, 16, 1, 16)
+    assert got[(1, 64, 1000)] == ("split-k", True, 128, 16, 1, 4)   # 4 steps of 256 (the last 232)
+
+
 def test_hybrid_only_while_its_tiles_fit_in_l2(plans):
     """Stream-K CTAs sweep their tiles' K out of step, so the hybrid's stream-K part is taken only
     while those tiles' operands fit in 90% of the L2: 38 MB at 2048 x 11008 x 4096, 65 MB at M = 1024."""
