@@ -25,6 +25,7 @@ _ARGS = ("std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, int M, int N, in
          "int lda, int ldb, int ldc, double alpha, double beta, int layout")
 _SCALE_ARGS = ", std::uintptr_t scale_a, std::uintptr_t scale_b, int scale_a_per_row, int scale_b_per_col"
 _HAS_CONFIGS = re.compile(r"\bint\s+num_configs\s*\(\s*\)")
+_HAS_DECOMPOSITION = re.compile(r"\bconst\s+char\s*\*\s*decomposition\s*\(")
 
 
 def has_configs(stage: Stage) -> bool:
@@ -66,10 +67,16 @@ def _layout_refusal(stage: Stage) -> str:
             f"         \"(its header's Layout line)\";\n}}\n")
 
 
+def has_decomposition(stage: Stage) -> bool:
+    """True if the stage names how it divides a problem: `const char* decomposition(p)` per
+    problem type (s14: split-K, stream-K, ...), bound as decomposition_<prec>(args) -> str."""
+    return bool(_HAS_DECOMPOSITION.search(stage.path.read_text()))
+
+
 def binding_source(stage: Stage) -> str:
     """The generated C++ binding: pybind11 + the stage's declarations, no torch headers."""
     ns = stage.stem
-    configs = has_configs(stage)
+    configs, decomposes = has_configs(stage), has_decomposition(stage)
     decls, funcs, defs = [], [_layout_refusal(stage)], []
     for prec in stage.precisions:
         ptype = problem_type(stage, prec)
@@ -78,6 +85,8 @@ def binding_source(stage: Stage) -> str:
             decls.append(f"cudaError_t launch(const {ptype}& p, cudaStream_t stream);")
             if configs:
                 decls.append(f"cudaError_t launch(const {ptype}& p, cudaStream_t stream, int config);")
+            if decomposes:
+                decls.append(f"const char* decomposition(const {ptype}& p);")
         args = _ARGS + (_SCALE_ARGS if prec in SCALED else "")
         make = _make(stage, prec)
         funcs.append(
@@ -96,6 +105,10 @@ def binding_source(stage: Stage) -> str:
             + f"  if (err != cudaSuccess)\n    throw std::runtime_error(std::string(\"{ns} launch: \") + cudaGetErrorString(err) +\n"
             f"                             (stale != cudaSuccess ? std::string(\" (an earlier CUDA call in this thread had left: \") +\n"
             f"                                                     cudaGetErrorString(stale) + \")\" : std::string()));\n}}\n")
+        if decomposes:
+            funcs.append(f"static std::string decomposition_{prec}({args}) {{\n  {make}\n"
+                         f"  return std::string({ns}::decomposition(p));\n}}\n")
+            defs.append(f'  m.def("decomposition_{prec}", &decomposition_{prec});')
         defs.append(f'  m.def("check_{prec}", &check_{prec});')
         defs.append(f'  m.def("launch_{prec}", &launch_{prec});')
     if configs:

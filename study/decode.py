@@ -2,8 +2,9 @@
 M in plan.DECODE_TOKENS), the GEMMs of LLM inference. At small M a GEMM is memory-bound: the
 weight must stream from HBM once, so a kernel is judged by the share of the copy bandwidth
 (measured in the same run) at which it moves its compulsory bytes (A and W read once, C written
-once). wins_table() names the fastest kernel of each family per shape; figure() draws % of that
-roof against M, one panel per weight.
+once). wins_table() names the fastest kernel of each family per shape; decompositions_table()
+how the stages that choose per shape divided the work; figure() draws % of that roof against M,
+one panel per weight.
 """
 from __future__ import annotations
 
@@ -76,6 +77,24 @@ def wins_table(data: Data, precision: str) -> pd.DataFrame:
             row[label] = f"{name}{1e3 * r['ms_median']:.1f} us ({r['pct_roof']:.0f}% roof{pct})"
         win = g.loc[g["ms_median"].idxmin()]
         row["fastest"] = win["family"] if win["family"] in ("cublas", "inductor") else f"{win['family']} {win['stage'][:3]}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def decompositions_table(data: Data, precision: str) -> pd.DataFrame:
+    """Per weight and M: how each stage that names its division of the work (s14: data-parallel,
+    split-K, stream-K, hybrid; results.csv's `decomposition`) divided it; empty for a run that
+    recorded none."""
+    df = roof_rows(data, precision)
+    if "decomposition" not in df:
+        return pd.DataFrame()
+    df = df[df["decomposition"].astype(str) != ""]
+    rows = []
+    for (n, k, m), g in df.groupby(["N", "K", "M"]):
+        row = {"weight N x K": f"{n} x {k}", "M": int(m)}
+        for fam, label in FAMILIES:
+            for _, r in g[g["family"] == fam].sort_values("stage").iterrows():
+                row[f"{label} {r['stage'][:3]}"] = r["decomposition"]
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -41,6 +41,7 @@ class Settings:
 def make_call(entry: Entry):
     """`call(a, b, c, **scales)` for an entry; a finding row calls the stage module's matmul
     directly. A fast-accumulation fp8 entry's call carries `fast_accum = True` (its bound)."""
+    from . import decomposition
     from .kernels import BASELINES, TritonKernel, kernel
     from .registry import find
 
@@ -60,6 +61,7 @@ def make_call(entry: Entry):
     def call(a, b, c, alpha=1.0, beta=0.0, **scales):
         return k(a, b, c, alpha=alpha, beta=beta, **scales)
     call.fast_accum = fast
+    call.describe = lambda a, b: decomposition.of(k, a, b)   # the stage's division of the work, if it says
     # the second check (harness.Timer.check): the study's kernels and cuBLAS; not fp8 (scaled_mm's
     # alpha/beta is a torch epilogue), nor Inductor (alpha/beta would compile and autotune a second
     # template per shape)
@@ -72,7 +74,7 @@ def result_row(entry: Entry, shape: Shape, **kw) -> dict:
            "layout": entry.layout, "scaling": entry.scaling, "M": shape.M, "N": shape.N, "K": shape.K, "shape_set": shape.set,
            "ms_median": math.nan, "ms_q1": math.nan, "ms_q3": math.nan, "reps": 0, "graph": False,
            "rel_err": math.nan, "tol": math.nan, "status": "", "reason": "", "warmup_s": math.nan,
-           "note": entry.note}
+           "decomposition": "", "note": entry.note}
     row.update(kw)
     return row
 
@@ -150,6 +152,11 @@ def measure_shape(calls: list, shape: Shape, precision: str, flush, settings: Se
         ok = not problems
         rows[entry] = result_row(entry, shape, rel_err=err, tol=tol, warmup_s=warm_s,
                                  status="ok" if ok else "wrong", reason="; ".join(problems)[:300])
+        if hasattr(call, "describe"):
+            try:
+                rows[entry]["decomposition"] = call.describe(ops.a_of(entry.layout), ops.b(entry.layout))
+            except Exception as exc:   # informational: never fails the row
+                rows[entry]["decomposition"] = f"unknown ({short_error(exc)[:80]})"
         if single < 1e3 * settings.slow_call_s:
             singles[entry] = (t, single)
         else:  # checked, but too slow to time here: its row has no timing, so it is not "ok"

@@ -79,6 +79,21 @@ def _nav(data: Data) -> str:
             + " · [method](../method.md)\n")
 
 
+def decode_section(data: Data, prec: str, fig: str) -> str:
+    """The decode sweep of one precision: the fastest kernel of each family per shape, its figure,
+    and how the stages that choose per shape divided the work (where the run recorded it)."""
+    out = (f"\n### {prec} decode sweep (x @ W.T, M tokens against nn.Linear weights, NT)\n\n"
+           "Each kernel's compulsory bytes (A and W read once, C written once) over its time, as a share of "
+           "the copy bandwidth measured in this run; per shape the fastest stage of each family:\n\n"
+           + table(decode.wins_table(data, prec)) + f"\n\n![{prec} decode]({fig}/decode_{prec}.png)\n")
+    dec = decode.decompositions_table(data, prec)
+    if len(dec):
+        out += (f"\n#### How the work was divided ({prec} decode)\n\nThe division each stage that chooses per "
+                "shape took (data-parallel, split-K, stream-K or hybrid; its tiles and CTAs or programs), as the "
+                "stage named it when measured:\n\n" + table(dec) + "\n")
+    return out
+
+
 def precision_page(data: Data, prec: str) -> str:
     fig = f"../figures/{data.gpu}"
     out = [f"# {prec} on {title(data)}\n", _nav(data),
@@ -100,11 +115,7 @@ def precision_page(data: Data, prec: str) -> str:
     out.append(f"\n### {prec} roofline\n\nEach kernel at decode and square shapes under the ceilings measured in "
                f"this run.\n\n![{prec} roofline]({fig}/{rooflines.name(prec)})\n")
     if prec in decode.precisions(data):
-        out.append(f"\n### {prec} decode sweep (x @ W.T, M tokens against nn.Linear weights, NT)\n\n"
-                   "Each kernel's compulsory bytes (A and W read once, C written once) over its time, "
-                   "as a share of the copy bandwidth measured in this run; per shape the fastest stage "
-                   "of each family:\n\n" + table(decode.wins_table(data, prec))
-                   + f"\n\n![{prec} decode]({fig}/decode_{prec}.png)\n")
+        out.append(decode_section(data, prec, fig))
     lay = layout_table(data, prec)
     if len(lay):
         out.append(f"\n### {prec} in each layout, {LAYOUT_SHAPES[0][0]}^3\n\nNN: A and B row-major; NT: B the "

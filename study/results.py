@@ -24,7 +24,7 @@ RESULT_COLUMNS = ["gpu", "node", "device_index", "device_uuid", "family", "stage
                   "scaling", "M", "N", "K", "shape_set",
                   "ms_median", "ms_q1", "ms_q3", "reps", "graph", "tflops", "pct_cublas", "pct_roof",
                   "intensity", "intensity_source", "rel_err", "tol", "status", "reason", "warmup_s",
-                  "sm_mhz", "power_w", "note"]
+                  "sm_mhz", "power_w", "decomposition", "note"]
 # A row checked but never timed (one call over the per-call budget) that an older harness wrote
 # as "ok" with reps = 0: read back as skipped, with this reason.
 NOT_TIMED = "not timed: one call took longer than the per-call time budget (recorded as ok with no repeats)"
@@ -124,8 +124,8 @@ def status_label(row) -> str:
 def load(directory: Path) -> Data:
     directory = Path(directory)
     frames = {name: _read(directory / f"{name}.csv") for name in Data.TABLES}
-    for name, col in (("results", "reason"), ("results", "note"), ("results", "scaling"), ("model", "note"),
-                      ("replicas", "reason"), ("replicas", "scaling")):
+    for name, col in (("results", "reason"), ("results", "note"), ("results", "scaling"), ("results", "decomposition"),
+                      ("model", "note"), ("replicas", "reason"), ("replicas", "scaling")):
         if col in frames[name]:   # scaling: fp8's "tensor" / "row", else ""
             frames[name][col] = frames[name][col].astype(object).fillna("")
     frames["results"] = not_measured_as_skipped(frames["results"])

@@ -313,8 +313,14 @@ def _sms(a):
 
 def decomposition(a, b, beta=0.0):
     """How matmul(a, b, c, alpha, beta) divides its work: 'split-k', 'stream-k', 'data-parallel'
-    (every program whole tiles) or 'data-parallel (s13)' (s13's kernel runs the call)."""
-    return plan(a.shape[0], b.shape[1], a.shape[1], _sms(a), beta).name
+    (every program whole tiles) or 'data-parallel (s13)' (s13's kernel runs the call), then its
+    tile (N x M x K) and program count, e.g. 'split-k, 64x16x256 tiles (N x M x K), 128 programs'."""
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    p = plan(M, N, K, _sms(a), beta)
+    if p.name.endswith("(s13)"):   # s13's own (autotuned) tiles
+        return p.name
+    programs = min(p.programs, cdiv(N, p.block_n) * cdiv(M, p.block_t) * cdiv(K, p.block_k))   # as launch()
+    return f"{p.name}, {p.block_n}x{p.block_t}x{p.block_k} tiles (N x M x K), {programs} programs"
 
 
 def _s13():
