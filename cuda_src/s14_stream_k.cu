@@ -43,7 +43,7 @@ constexpr int CONSUMER_REGS = 232;
 constexpr int WG_M = BM / CONSUMERS;
 constexpr int KSUB_SWAP = 4;         // 64-wide k boxes per ring stage, swapped (decode) path
                                      // (halved until 3 stages fit): 4 against 1, M <= 128,
-                                     // +1.3 points of cuBLAS on average, -2..+5 (log, session 44)
+                                     // +1.4 points of cuBLAS on average, -2..+5 (log, session 44)
 constexpr int KSUB_AB = 1;           // and not swapped (s13's: one)
 constexpr int C_BOX = 64;            // s13's TMA-store epilogue: 64 x 64 boxes, two per consumer
 constexpr int C_CHUNK = WG_M * C_BOX;
