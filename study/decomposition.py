@@ -16,24 +16,20 @@ from .registry import LAYOUTS
 
 
 def of(k, a, b, beta: float = 0.0) -> str:
-    """The division `k(a, b, beta=beta)` takes on a's GPU, as the stage names it ("" if the
-    stage names none, or for operands its checks refuse)."""
+    """The division `k(a, b, beta=beta)` takes on a's GPU, as the stage names it ("" for a kernel
+    whose stage names none). The operands are checked as a call checks them (ValueError naming
+    the argument)."""
     family = getattr(k, "family", "")
     if family == "cuda":
-        if not any(hasattr(k.module, f"decomposition_{prec}") for prec in k.precisions):
-            return ""
-        try:
-            p = check_operands(k.precisions, getattr(k, "layouts", k.layout), a, b, None)
-        except ValueError:
-            return ""
-        fn = getattr(k.module, f"decomposition_{p.precision}", None)
-        if fn is None:
-            return ""
-        from . import ops
-        with ops.on_gpu(a.get_device()):   # the plan reads the current GPU's SMs and L2
-            return str(fn(a.data_ptr(), b.data_ptr(), 0, p.M, p.N, p.K, p.lda, p.ldb, p.ldc, 1.0, float(beta),
-                          LAYOUTS.index(p.layout)))
+        says = any(hasattr(k.module, f"decomposition_{prec}") for prec in k.precisions)
+    else:
+        says = family == "triton" and hasattr(k.module, "decomposition")
+    if not says:
+        return ""
+    p = check_operands(k.precisions, getattr(k, "layouts", k.layout), a, b, None, allow_cpu=k._allow_cpu())
     if family == "triton":
-        fn = getattr(k.module, "decomposition", None)
-        return str(fn(a, b, beta)) if fn is not None else ""
-    return ""
+        return str(k.module.decomposition(a, b, beta))
+    from . import ops
+    with ops.on_gpu(a.get_device()):   # the plan reads the current GPU's SMs and L2
+        return str(getattr(k.module, f"decomposition_{p.precision}")(
+            a.data_ptr(), b.data_ptr(), 0, p.M, p.N, p.K, p.lda, p.ldb, p.ldc, 1.0, float(beta), LAYOUTS.index(p.layout)))

@@ -46,13 +46,18 @@ for m, n, kk in ((1, 1024, 4096), (16, 11008, 4096), (3, 256, 1024)):
     out[f"{m}x{n}x{kk}"] = [decomposition.of(k, a, w.t()), k.module.decomposition(a, w.t()),
                             k.module.plan(m, n, kk, 3).name]
 out["s13"] = decomposition.of(kernel("triton", "s13"), a, w.t())
+try:
+    decomposition.of(k, a, torch.randn(kk + 8, n, dtype=torch.float16))
+    out["bad"] = "no error"
+except ValueError as exc:
+    out["bad"] = str(exc)
 print(json.dumps(out))
 """
 
 
 def test_triton_s14_names_its_plan_in_the_interpreter():
     """On the interpreter's 3 SMs: the plan's name first, then its tile and program count; a
-    stage without decomposition() gives ""."""
+    stage without decomposition() gives ""; operands the kernel's checks refuse raise its error."""
     if (why := interp_unusable()):
         pytest.skip(why)
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(PACKAGE_PARENT))
@@ -60,6 +65,8 @@ def test_triton_s14_names_its_plan_in_the_interpreter():
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got.pop("s13") == ""
+    bad = got.pop("bad")   # a refused operand is refused as a call refuses it, naming it
+    assert bad.startswith("b must have K"), bad
     for shape, (via_study, direct, name) in got.items():
         assert via_study == direct and via_study.startswith(name), (shape, via_study, name)
         if not name.endswith("(s13)"):
