@@ -30,11 +30,13 @@ cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (150, 24, 136, 3, 2.0, 0.5), (24, 136, 264, 4, 1.0, 0.0),
     (192, 128, 256, None, 1.0, 0.5),  # plan(): one wave of 128x64 token tiles (data-parallel)
     (8, 296, 520, None, 1.5, 0.5),  # plan(): 128-row weight tiles, one each (3 of 3 SMs), ragged N, K
-    (136, 104, 72, None, 1.0, 0.0)]  # plan(): 3 token tiles of 64, the last part-filled, ragged N
+    (136, 104, 72, None, 1.0, 0.0),  # plan(): 3 token tiles of 64, the last part-filled, ragged N
+    (100, 264, 136, None, 1.0, 0.5)]  # plan(): 128 x 64 tiles, two per SM (6 on 3 SMs), ragged N and M
 dp_fill = mod.DP_FILL   # the 128-row data-parallel rule: on for its own case only (the others keep
                         # the 64-row tiles they were written for)
 # TN: M to 16-byte rows of A stored (K, M) (3 -> 8, 1 -> 8, 150 -> 152), K ragged where it was 200
-tn = {(3, 256, 1024): (8, 256, 1024), (1, 136, 200): (8, 136, 196), (150, 24, 136): (152, 24, 136)}
+tn = {(3, 256, 1024): (8, 256, 1024), (1, 136, 200): (8, 136, 196), (150, 24, 136): (152, 24, 136),
+      (100, 264, 136): (104, 264, 136)}
 g = torch.Generator().manual_seed(0)
 out = []
 for layout in stage.layouts:
@@ -48,6 +50,8 @@ for layout in stage.layouts:
         p = mod.plan.__wrapped__(M, N, K, 3)   # not the cached plan: DP_FILL changes between cases
         if (M, N, K) in ((8, 296, 520), (136, 104, 72)):
             assert (p.name, p.programs, p.block_n) == ("data-parallel", 3, 128), p
+        if (M, N) in ((100, 264), (104, 264)):
+            assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", 6, 128, 64), p
         if progs is not None:
             p = mod.Plan("forced", p.block_t, progs, p.stages, p.warps, p.block_n, p.block_k)
         why = mod.unsupported(a, b, c0, layout=layout)
@@ -79,4 +83,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 11 * len(find("triton", "s14").layouts) and not bad, bad
+    assert len(cases) == 12 * len(find("triton", "s14").layouts) and not bad, bad

@@ -159,7 +159,23 @@ def test_triton_data_parallel_weight_tiles(triton_s14):
         assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", programs, 128, bt), (M, N, K, p)
     for shape in ((16, 4096, 11008), (16, 20000, 4096)):   # 32 tiles: 24% of the SMs; 157: over a wave
         assert plan(*shape, SMS).block_n == 64 and plan(*shape, SMS).programs == SMS, shape
-    assert plan(128, 11008, 4096, SMS).name == "data-parallel (s13)"     # M > 64: s13's tiles
+    assert plan(136, 11008, 4096, SMS).name == "data-parallel (s13)"     # M > 128: s13's tiles
+
+
+def test_triton_pair_tiles(triton_s14):
+    """M = 65-128 where no wave fits: 128-row x 64-token tiles, one per program (two per SM), where
+    they make 1-2 x the SMs' count; s13 above that (or at M > 128), the wave below it."""
+    plan = triton_s14.plan
+    for (M, N, K), programs in {(128, 11008, 4096): 172, (128, 14336, 4096): 224, (100, 11008, 4096): 172,
+                                (65, 16896, 64): 264, (100, 11001, 520): 172,   # the last two: the GPU suite's
+                                (120, 14300, 264): 224}.items():
+        for beta in (0.0, 0.5):
+            p = plan(M, N, K, SMS, beta)
+            assert (p.name, p.programs, p.block_n, p.block_t, p.block_k) == ("data-parallel", programs, 128, 64, 64), (
+                M, N, K, p)
+    assert plan(128, 20000, 4096, SMS).name == "data-parallel (s13)"     # 314 tiles: over two per SM
+    assert plan(128, 4096, 4096, SMS).programs == 128                    # one wave of 64 x 64 tiles
+    assert plan(64, 11008, 4096, SMS).block_t == 64 and plan(64, 11008, 4096, SMS).programs == 86
 
 
 def test_triton_part_filled_token_tiles(triton_s14):

@@ -14,8 +14,8 @@ Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1)
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
         sums its pieces in program order. Workspace per device, grown and reused: 256 KB of
         counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. Where no
-        one-wave tiling fits and beta == 0, M > 64 with >= 40 s13 tiles or M > 128 with < 16 K
-        steps a program runs s13
+        one-wave or two-per-SM tiling (up to 128 tokens) fits and beta == 0, M > 64 with >= 40 s13
+        tiles or M > 128 with < 16 K steps a program runs s13
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s14_stream_k.cu
 Log:    docs/stages/s14_stream_k.md
@@ -68,6 +68,11 @@ DP_TILES = [(16, (128, 16, 256, 3, 4)),      # 216 KB
             (32, (128, 32, 128, 5, 4)),      # 200 KB
             (64, (128, 64, 128, 4, 4))]      # 192 KB
 DP_FILL = 0.6
+# M = 65-128 where no wave fits and s13 would run: 128-row x 64-token tiles, one per program,
+# two programs per SM (96 KB of smem each), where they make 1-2 x the SMs' count (N = 8449-16896).
+# H100 bf16, 128 x 11008 / 14336 x 4096: s13 0.91 / 0.95 -> 0.94 / 0.97-0.98x cuBLAS; stream-K
+# over these tiles 0.48-0.54x (docs/stages/s14_stream_k.md, session 45).
+PAIR_TILE = (128, 64, 64, 4, 4)
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
 SPLIT_MIN_STEPS = 16   # M > 128: a split of fewer K steps per program runs s13 instead (beta == 0;
@@ -243,6 +248,9 @@ def plan(M, N, K, num_sms, beta=0.0):
     wave = _wave(M, N, num_sms)
     if wave:
         return wave
+    pair = _pair(M, N, num_sms)
+    if pair:
+        return pair
     own = divide(M, N, K, num_sms, Plan("", bt, num_sms, stages, warps, bn, bk))
     tiles = cdiv(N, bn) * cdiv(M, bt)
     # beta != 0 stays here where it can (s13 failed a beta != 0 check at 2048x4096x4096, see the
@@ -271,6 +279,16 @@ def _wave(M, N, num_sms):
         return None
     tiles, _, (bn, bt, bk, stages, warps) = max(fits)
     return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
+
+
+def _pair(M, N, num_sms):
+    """PAIR_TILE data-parallel (two programs per SM) at M = 65-128 where its tiles make more than
+    one and at most two programs per SM, or None."""
+    bn, bt, bk, stages, warps = PAIR_TILE
+    tiles = cdiv(N, bn) * cdiv(M, bt)
+    if 64 < M <= 128 and num_sms < tiles <= 2 * num_sms:
+        return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
+    return None
 
 
 def divide(M, N, K, num_sms, tile):
