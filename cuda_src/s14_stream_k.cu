@@ -646,17 +646,21 @@ cudaError_t launch_with_t(const gemm::Problem<T>& p, cudaStream_t stream, int sw
   return launch_plan(p, make_plan(p, sms, swap, sk_tiles, grid, current_l2()), stream);
 }
 
-// What launch() does with p on the current device, e.g. "split-k, swap-AB, 128x16 tiles,
-// 32 tiles x 64 k-steps, 128 CTAs" (for reports; the string lives until the next call).
+// What launch() does with p on the current device, e.g. "split-k, swap-AB, 128x16x256 tiles
+// (N x M x K), 32 tiles x 16 k-steps, 64 CTAs" (for reports; the string lives until the next call).
 template <typename T>
 const char* decomposition_t(const gemm::Problem<T>& p) {
   thread_local char buf[160];
   const int sms = current_sms();
   if (!sms) return "unknown (no CUDA device)";
   const Plan pl = make_plan(p, sms, -1, -1, 0, current_l2());
-  snprintf(buf, sizeof buf, "%s, %s, %dx%d tiles, %d tiles x %d k-steps, %d stream-k tiles, %d CTAs",
-           plan_kind(pl), pl.swap ? "swap-AB" : "A-B", pl.s.pm, pl.bn, pl.s.tiles_p * pl.s.tiles_q, pl.s.KT,
-           pl.s.sk_tiles, pl.grid);
+  // tiles as P x Q x k-step, named like Triton s14's: swapped, P is the weight's N side
+  const int tiles = pl.s.tiles_p * pl.s.tiles_q;
+  char sk[40] = "";
+  if (pl.s.sk_tiles > 0 && pl.s.sk_tiles < tiles) snprintf(sk, sizeof sk, " (%d stream-k)", pl.s.sk_tiles);
+  snprintf(buf, sizeof buf, "%s, %s, %dx%dx%d tiles (%s), %d tiles x %d k-steps%s, %d CTAs", plan_kind(pl),
+           pl.swap ? "swap-AB" : "A-B", pl.s.pm, pl.bn, BK * pl.ks, pl.swap ? "N x M x K" : "M x N x K", tiles,
+           pl.s.KT, sk, pl.grid);
   return buf;
 }
 
