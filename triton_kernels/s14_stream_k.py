@@ -69,7 +69,8 @@ DP_TILES = [(16, (128, 16, 256, 3, 4)),      # 216 KB
             (64, (128, 64, 128, 4, 4))]      # 192 KB
 DP_FILL = 0.6
 # M = 65-128 where no wave fits and s13 would run: 128-row x 64-token tiles, one per program,
-# two programs per SM (96 KB of smem each), where they make 1-2 x the SMs' count (N = 8449-16896).
+# two programs per SM (112 KB of smem each, a 96 KB ring + the epilogue; tests/test_static.py
+# checks that two fit), where they make 1-2 x the SMs' count (N = 8449-16896).
 # H100 bf16, 128 x 11008 / 14336 x 4096: s13 0.91 / 0.93-0.96 -> 0.94-0.95 / 0.96-0.98x cuBLAS;
 # stream-K over these tiles 0.46-0.52x (docs/stages/s14_stream_k.md, session 45).
 PAIR_TILE = (128, 64, 64, 4, 4)
