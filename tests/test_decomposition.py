@@ -116,4 +116,5 @@ def test_s14_names_the_plan_its_launch_takes(family):
     text = decomposition.of(k, x, w.t())
     assert text.split(",")[0] in ("split-k", "stream-k", "data-parallel", "hybrid", "data-parallel (s13)"), text
     if family == "cuda":
-        assert text.startswith("split-k, swap-AB, 128x16 tiles"), text   # test_plan_s14's decode plan at M = 16
+        # test_plan_s14's decode plan at M = 16: 128 weight rows x 16 tokens, four 64-wide k boxes a step
+        assert text.startswith("split-k, swap-AB, 128x16x256 tiles (N x M x K), ") and text.endswith(" CTAs"), text
