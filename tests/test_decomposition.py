@@ -75,7 +75,7 @@ def test_triton_s14_names_its_plan_in_the_interpreter():
 
 def _data(with_column: bool) -> Data:
     rows = []
-    for fam, stage, plan in (("cublas", "cublas", ""), ("cuda", "s14_stream_k", "split-k, swap-AB, 128x16 tiles"),
+    for fam, stage, plan in (("cublas", "cublas", ""), ("cuda", "s14_stream_k", "split-k, swap-AB, 128x16x256 tiles (N x M x K)"),
                              ("cuda", "s13_warp_specialized", ""), ("triton", "s14_stream_k", "data-parallel")):
         for m in (1, 16):
             rows.append({"gpu": "G", "family": fam, "stage": stage, "kind": "baseline" if fam == "cublas" else "stage",
@@ -92,13 +92,13 @@ def _data(with_column: bool) -> Data:
 def test_decode_section_shows_each_stages_division():
     table = decode.decompositions_table(_data(True), "bf16")
     assert list(table.columns) == ["weight N x K", "M", "CUDA s14", "Triton s14"]   # s13 named none
-    assert table["CUDA s14"].tolist() == ["split-k, swap-AB, 128x16 tiles"] * 2
+    assert table["CUDA s14"].tolist() == ["split-k, swap-AB, 128x16x256 tiles (N x M x K)"] * 2
     assert decode.decompositions_table(_data(False), "bf16").empty   # a run recorded before the column
 
 
 def test_decode_page_renders_the_division():
     text = pages.decode_section(_data(True), "bf16", "fig")
-    assert "How the work was divided" in text and "| split-k, swap-AB, 128x16 tiles |" in text
+    assert "How the work was divided" in text and "| split-k, swap-AB, 128x16x256 tiles (N x M x K) |" in text
     assert "How the work was divided" not in pages.decode_section(_data(False), "bf16", "fig")
 
 
