@@ -8,11 +8,12 @@
                               tokens: error against fp64, then ms per variant with L2 flushed
 
 Study's timer conventions (harness.py): warm-up excluded (Triton's autotune and JIT happen
-there), CUDA events, the median of `reps` repeats, rounds interleaving the variants.
+there), CUDA events, the median of `reps` repeats, rounds interleaving the variants (the fp32
+yardstick in rounds of its own, after the others).
 """
 from __future__ import annotations
 
-from .inmodel import TORCH, context_alive, failed, label, route, row, say
+from .inmodel import TORCH, YARDSTICK, context_alive, failed, label, route, row, say
 
 BATCHES = (1, 16, 128)            # GPT inference batch sizes
 MLP_M, MLP_D, MLP_H = (16, 128, 2048), 4096, 11008   # Llama-7B's MLP: d_model 4096, hidden 11008
@@ -38,11 +39,15 @@ def warm(fns: dict, on_start) -> dict:
     return bad
 
 
-def time_variants(fns: dict, reps: int, flush=None) -> tuple:
+def time_variants(fns: dict, reps: int, flush=None, apart=(YARDSTICK,)) -> tuple:
     """({name: median ms}, "graph" | "plain") of warmed fns: each is captured into a CUDA graph
     under its route; if any capture fails every fn is timed plainly (one mode per size, host
     launch time then included). Repeats run in rounds over the variants, so clock drift hits all
-    alike; flush() (an L2 eviction) runs before each repeat if given."""
+    alike; flush() (an L2 eviction) runs before each repeat if given. The `apart` variants (the
+    fp32 yardstick: a reference, not a contender) get rounds of their own after the others: in
+    the same rounds, its 12 ms repeats of the MLP block at M = 2048 let the GPU recover power
+    between the others' ~0.8 ms ones (H100: torch 0.79 there against 0.83-0.84 ms in sustained
+    rounds, and the stages' ratios move by up to 3 points; docs/stages/s14_stream_k.md, session 47)."""
     import torch
 
     cur = torch.cuda.current_stream()
@@ -64,18 +69,24 @@ def time_variants(fns: dict, reps: int, flush=None) -> tuple:
         graphs = {}
         torch.cuda.synchronize()
     events = {n: [] for n in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
-            if flush:
-                flush()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            graphs[name].replay() if graphs else fn()
-            e.record()
-            events[name].append((s, e))
+    for name in repeat_order(list(fns), reps, apart):
+        if flush:
+            flush()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        graphs[name].replay() if graphs else fns[name]()
+        e.record()
+        events[name].append((s, e))
     torch.cuda.synchronize()
     med = {n: float(torch.tensor([s.elapsed_time(e) for s, e in ev]).median()) for n, ev in events.items()}
     return med, "graph" if graphs else "plain"
+
+
+def repeat_order(names: list, reps: int, apart=(YARDSTICK,)) -> list:
+    """The order time_variants runs its repeats in: `reps` rounds over the names not in `apart`,
+    then `reps` rounds over those in it."""
+    groups = ([n for n in names if n not in apart], [n for n in names if n in apart])
+    return [n for group in groups for _ in range(reps) for n in group]
 
 
 def _routed(variant, work):

@@ -62,6 +62,20 @@ def test_model_options_checked():
     assert ModelOptions(stages=("13", "stream_k")).stages == ("s13", "s14")
 
 
+def test_yardstick_timed_in_rounds_of_its_own():
+    """The MLP block's and the GPT's timing rounds interleave torch and the stages; the fp32
+    yardstick (12 ms a repeat at M = 2048) runs after them, so it cannot cool the GPU between
+    their repeats (modelbench.time_variants)."""
+    from study.inmodel import TORCH, YARDSTICK
+    from study.modelbench import repeat_order
+
+    cuda, triton = ("cuda", "s14_stream_k"), ("triton", "s14_stream_k")
+    order = repeat_order([TORCH, YARDSTICK, cuda, triton], 3)
+    assert order == [TORCH, cuda, triton] * 3 + [YARDSTICK] * 3
+    assert repeat_order([TORCH, cuda], 2) == [TORCH, cuda] * 2
+    assert repeat_order([TORCH, YARDSTICK], 2, apart=()) == [TORCH, YARDSTICK] * 2
+
+
 def _rows() -> pd.DataFrame:
     """Model rows as modelrun writes them: torch, the yardstick, two stages (one off the bound),
     inference, MLP, overhead and a failure."""
