@@ -21,6 +21,7 @@ import pandas as pd
 
 from .figures import FAMILY_COLOR, PREC_MARKER, _save
 from .registry import PRECISIONS
+from . import sourcedigest
 from .results import Data, figures_dir
 from .tables import TABLE_SIZES
 
@@ -63,21 +64,47 @@ def ceiling_ratio(datas: list, name: str) -> float:
     return _ceiling(got[0], name) / _ceiling(got[1], name) if got else math.nan
 
 
+def left_out(datas: list) -> list | None:
+    """Stages (family, stem) whose code differs between the two GPUs' runs (sourcedigest.changed):
+    the comparison leaves them out; None when a run predates the digests."""
+    got = pair(datas)
+    return sourcedigest.changed(*got) if got else []
+
+
 def ratios(datas: list) -> pd.DataFrame:
-    """One row per kernel, precision and size both GPUs measured: ratio = TFLOP/s(H200) /
-    TFLOP/s(H100); `at` is "4096^3", "8192^3" or DECODE_AT (the median over those shapes)."""
+    """One row per kernel, precision and size both GPUs measured, with the same code (left_out):
+    ratio = TFLOP/s(H200) / TFLOP/s(H100); `at` is "4096^3", "8192^3" or DECODE_AT (the median
+    over those shapes)."""
     got = pair(datas)
     out = []
     if got is None:
         return pd.DataFrame(columns=KEY + ["dtype", "at", "ratio"])
     a, b = got
+    skip = set(left_out(datas) or [])
     for prec in PRECISIONS:
         for n in (*TABLE_SIZES, None):
             m = _rows(a, prec, n).merge(_rows(b, prec, n), on=KEY + ["M", "N", "K"], suffixes=("_a", "_b"))
             m["ratio"] = m["tflops_a"] / m["tflops_b"]
             for k, r in m.groupby(KEY, sort=True)["ratio"].median().items():
+                if (k[0], k[1]) in skip:
+                    continue
                 out.append({**dict(zip(KEY, k)), "dtype": prec, "at": f"{n}^3" if n else DECODE_AT, "ratio": r})
     return pd.DataFrame(out, columns=KEY + ["dtype", "at", "ratio"])
+
+
+def provenance(datas: list) -> str:
+    """Which code the two runs measured, in words: the commits, and the stages left out."""
+    a, b = pair(datas)
+    ca, cb = (str(d.environment.get("git_commit", "?"))[:7] for d in (a, b))
+    gone = left_out(datas)
+    if ca == cb and not gone:   # one commit: the same code (a dirty tree's digests would differ)
+        return f"both runs at commit {ca}"
+    if gone is None:
+        return (f"runs at commits {ca} and {cb}, before per-stage source digests: a stage changed in between "
+                "is compared as each run measured it")
+    return f"runs at commits {ca} and {cb}" + (
+        "; left out, changed in between: " + ", ".join(f"{f} {s[:3]}" for f, s in gone) if gone else
+        ", every stage's code the same")
 
 
 def compare(datas: list, path: Path) -> pd.DataFrame:
@@ -117,7 +144,8 @@ def compare(datas: list, path: Path) -> pd.DataFrame:
         ax.legend(list(dict(zip(labels, handles)).values()), list(dict(zip(labels, handles)).keys()),
                   fontsize=7, loc="lower left")
     axes[0, 0].set_title(f"{a.environment.get('gpu_full_name', a.gpu)} / {b.environment.get('gpu_full_name', b.gpu)}:"
-                         " TFLOP/s ratio per kernel (colour: family; lines: ratios of the measured ceilings)")
+                         " TFLOP/s ratio per kernel (colour: family; lines: ratios of the measured ceilings)\n"
+                         + provenance(datas), fontsize=9)
     fig.tight_layout()   # room for each panel's rotated kernel labels
     _save(fig, path)
     return df

@@ -201,8 +201,8 @@ def gpus(datas: list) -> str:
     return (f"From the H100 to the H200 (measured copy bandwidth {bw:.2f}x, cuBLAS bf16 peak {peak:.2f}x), at the "
             f"decode shapes (M <= {figures_compare.DECODE_M}, 16-bit, median over the weights) {hf} {hs[:3]} runs "
             f"{dec.max():.2f}x faster, following the bandwidth as cuBLAS does ({cub.median():.2f}x), while {lf} "
-            f"{ls[:3]} gains {dec.min():.2f}x; at {N}^3 the stages gain {sq.median():.2f}x (median) "
-            f"([H200 against H100](figures/{figures_compare.COMPARE_NAME})).")
+            f"{ls[:3]} gains {dec.min():.2f}x; at {N}^3 the stages gain {sq.median():.2f}x (median; "
+            f"{figures_compare.provenance(datas)}) ([H200 against H100](figures/{figures_compare.COMPARE_NAME})).")
 
 
 def findings(datas: list) -> list:

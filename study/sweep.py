@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, tables
+from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, sourcedigest, tables
 from .measure import Settings
 from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, select
 from .publish import commit, merge, missing, refuse, schedule
@@ -116,17 +116,26 @@ def ncu_profile(opts, groups, res: pd.DataFrame, gpu: str, logs: Path) -> pd.Dat
 
 
 def _build_rows(built: list, res: pd.DataFrame) -> list:
-    """CUDA build times, and each Triton stage's first call (JIT compile + autotune)."""
+    """CUDA build times, and each Triton stage's first call (JIT compile + autotune); `source`: the
+    digest of the code each stage ran (sourcedigest.py)."""
     rows = [{"family": "cuda", "stage": b.stem, "seconds": round(b.seconds, 2), "cached": b.cached, "ok": b.ok,
-             "note": b.error.strip().splitlines()[-1][:200] if b.error else ""} for b in built]
+             "note": b.error.strip().splitlines()[-1][:200] if b.error else "",
+             "source": _digest("cuda", b.stem)} for b in built]
     tri = res[(res["family"] == "triton") & res["warmup_s"].notna()]
     for (stage, prec), g in tri.groupby(["stage", "dtype"]):
         first = g.iloc[0]
         rows.append({"family": "triton", "stage": stage, "seconds": round(float(first["warmup_s"]), 2),
                      "cached": False, "ok": True,
                      "note": f"first call at {first['M']}x{first['N']}x{first['K']} {prec} (JIT compile + autotune; "
-                             "Triton's disk cache may hold it)"})
+                             "Triton's disk cache may hold it)", "source": _digest("triton", stage)})
     return rows
+
+
+def _digest(family: str, stem: str) -> str:
+    try:
+        return sourcedigest.stage_digest(find(family, stem))
+    except (ValueError, OSError):   # a stage file gone since it was measured
+        return ""
 
 
 def _autotune_rows(gpu: str, triton_tuned: list) -> pd.DataFrame:

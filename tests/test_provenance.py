@@ -1,6 +1,7 @@
 """Provenance (issue 19), without a GPU: the tests' autotune cache is not the study's, caches are
 per GPU model, environment.json names cuBLAS, the GPU's UUID, the settings and the seed, an
-untracked stage file makes the tree dirty, and the clock sampler reads the measured GPU."""
+untracked stage file makes the tree dirty, the clock sampler reads the measured GPU, and each
+stage's builds row carries the digest of the code it ran (sourcedigest.py)."""
 from __future__ import annotations
 
 import io
@@ -259,3 +260,38 @@ def test_autotune_saves_nothing_from_a_dead_context(tmp_path, monkeypatch):
     assert not (tmp_path / "autotune.json").exists()
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)   # a config that only cannot launch
     assert autotune.choose(kern, p, a, a, a) == 0 and (tmp_path / "autotune.json").exists()
+
+
+def test_stage_digest_covers_the_code_a_stage_runs(tmp_path, monkeypatch):
+    """CUDA: the file, its headers, the binding and flags; Triton: the file, the study modules
+    it imports (transitively) and a stage file it names (s14 runs s13's kernel). A byte changed
+    in any of them changes the digest; changed() names the stage, or says None without digests."""
+    import pandas as pd
+
+    from study import sourcedigest
+    from study.registry import find
+    from study.results import Data
+
+    names = {f: [p.name for p in sourcedigest.source_files(find(f, "s14"))] for f in ("cuda", "triton")}
+    assert {"s14_stream_k.cu", "hopper.cuh", "binding.py", "build.py"} <= set(names["cuda"])
+    assert {"s14_stream_k.py", "tritonlaunch.py", "tritonlib.py", "s13_warp_specialized.py"} <= set(names["triton"])
+    stage = find("triton", "s14")
+    before = sourcedigest.stage_digest(stage)
+    assert len(before) == 12 and before == sourcedigest.stage_digest(stage)
+    copy = tmp_path / "s13_warp_specialized.py"
+    copy.write_text(find("triton", "s13").path.read_text() + "\n# one more line\n")
+    real = sourcedigest.source_files
+    monkeypatch.setattr(sourcedigest, "source_files",
+                        lambda st: [copy if p.name == copy.name else p for p in real(st)])
+    assert sourcedigest.stage_digest(stage) != before
+
+    def run(digests):
+        rows = [{"family": f, "stage": s, "source": d} for (f, s), d in digests.items()]
+        return Data("gpu", pd.DataFrame(), builds=pd.DataFrame(rows))
+    a = run({("cuda", "s13"): "x", ("cuda", "s14"): "y", ("triton", "s14"): "z"})
+    b = run({("cuda", "s13"): "x", ("cuda", "s14"): "w"})
+    assert sourcedigest.changed(a, b) == [("cuda", "s14")]
+    assert sourcedigest.changed(a, Data("gpu", pd.DataFrame())) is None
+    merged = run({("cuda", "s13"): None, ("cuda", "s14"): "y"})   # s13's row from a run before digests
+    assert sourcedigest.changed(a, merged) == [("cuda", "s13")]
+

@@ -149,6 +149,30 @@ def test_gpu_comparison_covers_the_decode_shapes(rendered):
     assert text in (rendered / "README.md").read_text()
 
 
+def test_gpu_comparison_leaves_out_stages_whose_code_changed(rendered):
+    """Two runs compare a stage only where its source digest (builds.csv) is the same; without
+    digests the finding says which commits it compares."""
+    from study import figures_compare, overview
+    datas = [report.load(d) for d in report.recorded(rendered)]
+    if figures_compare.pair(datas) is None:
+        pytest.skip("one GPU recorded")
+    h200, h100 = figures_compare.pair(datas)
+    before = figures_compare.ratios(datas)
+    if figures_compare.left_out(datas) is None:
+        assert "before per-stage source digests" in overview.gpus(datas)
+    s14 = ("cuda", "s14_stream_k")
+    assert s14 in set(zip(before["family"], before["stage"]))
+    for d in (h200, h100):
+        d.builds = d.builds.assign(source=[f"{f}:{s}" for f, s in zip(d.builds["family"], d.builds["stage"])])
+    assert figures_compare.left_out(datas) == []
+    h100.builds.loc[(h100.builds["family"] == s14[0]) & (h100.builds["stage"] == s14[1]), "source"] = "changed"
+    assert figures_compare.left_out(datas) == [s14]
+    after = figures_compare.ratios(datas)
+    assert s14 not in set(zip(after["family"], after["stage"])) and 0 < len(after) < len(before)
+    text = overview.gpus(datas)
+    assert "left out, changed in between: cuda s14" in text and text.endswith(".")
+
+
 def test_ladder_y_limit_is_above_the_cublas_line(rendered, tmp_path):
     from study import figures
     for d in report.recorded(rendered):

@@ -1,0 +1,69 @@
+"""Which code a stage's numbers came from: a digest per stage, recorded in builds.csv ("source"),
+so that two runs (the two GPUs' pages, or two dates) compare a stage only where it ran the same
+code. The environment's sources_sha1 covers the whole tree: any change anywhere changes it.
+
+    source_files(stage)   the files that decide what a stage runs
+    stage_digest(stage)   sha1 (12 hex digits) of their names and bytes
+    changed(a, b)         (family, stage) pairs whose digests differ between two runs' builds, or
+                          None when either run's builds.csv predates the column
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from .registry import PACKAGE_PARENT, all_stages
+
+_STUDY_IMPORT = re.compile(r"^\s*(?:from\s+(?:study)?\.(\w+)\s+import|import\s+study\.(\w+))", re.M)
+
+
+def _study_modules(path: Path, seen: set) -> list:
+    """The study modules `path` imports (`from study.x import`, `from .x import`), transitively."""
+    out = []
+    for a, b in _STUDY_IMPORT.findall(path.read_text()):
+        mod = PACKAGE_PARENT / "study" / f"{a or b}.py"
+        if mod.is_file() and mod not in seen:
+            seen.add(mod)
+            out += [mod] + _study_modules(mod, seen)
+    return out
+
+
+def source_files(stage) -> list:
+    """A CUDA stage: its file, the project headers it includes (the build's own list) and the
+    modules that write its binding and choose its nvcc flags (binding.py, build.py). A Triton
+    stage: its file, the study modules it imports (its launch path and helpers, transitively) and
+    every other stage file of its family it names (Triton s14 runs s13's kernel at some shapes)."""
+    if stage.family == "cuda":
+        from .build import included_sources
+        return included_sources(stage.path) + [PACKAGE_PARENT / "study" / f for f in ("binding.py", "build.py")]
+    text = stage.path.read_text()
+    others = [s.path for s in all_stages() if s.family == stage.family and s.stem != stage.stem and s.stem in text]
+    return [stage.path] + _study_modules(stage.path, {stage.path}) + others
+
+
+def stage_digest(stage) -> str:
+    h = hashlib.sha1()
+    for f in source_files(stage):
+        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _digests(data) -> dict | None:
+    """{(family, stage): digest, or None for a row without one (merged from an older run)}; None
+    when the run has no digest at all."""
+    b = data.builds
+    if not len(b) or "source" not in b or not (b["source"].notna() & (b["source"] != "")).any():
+        return None
+    b = b.drop_duplicates(["family", "stage"])
+    return {(f, st): (d if isinstance(d, str) and d else None) for f, st, d in zip(b["family"], b["stage"], b["source"])}
+
+
+def changed(a, b) -> list | None:
+    """(family, stage) recorded by both runs whose digests differ, or are missing from either
+    (a filtered run merged with an older one), sorted; None when either run has no digests at all
+    (then which stages changed between them is not known)."""
+    da, db = _digests(a), _digests(b)
+    if da is None or db is None:
+        return None
+    return sorted(k for k in set(da) & set(db) if da[k] is None or da[k] != db[k])
