@@ -290,4 +290,8 @@ METHOD = """\
   cuBLAS TF32/FP16/BF16 best of 4096^3 and 8192^3. Datasheet values are drawn dotted, labelled.
 - Roofline intensity: 2MNK / DRAM bytes (read + write) counted by Nsight Compute for one call
   per kernel at 4096^3 (profile.csv); elsewhere modelled as compulsory traffic (marked hollow).
+- Two GPUs' runs: each GPU's pages come from its own run. Every stage's row in builds.csv carries
+  a digest of the code it ran (its file with its headers or imported study modules, and a stage
+  it hands calls to); the H200 / H100 comparison leaves out a stage whose digest differs between
+  the two runs, and names the two commits where a run predates the digests.
 """
