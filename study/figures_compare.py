@@ -19,9 +19,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from . import sourcedigest
 from .figures import FAMILY_COLOR, PREC_MARKER, _save
 from .registry import PRECISIONS
-from . import sourcedigest
 from .results import Data, figures_dir
 from .tables import TABLE_SIZES
 
