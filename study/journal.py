@@ -39,15 +39,19 @@ def journal_root() -> Path:
     return Path(os.environ.get("STUDY_JOURNAL_DIR", STATE_ROOT / "build" / "journal"))
 
 
+def files_digest(files) -> str:
+    """sha1 of files' names and bytes, in the order given."""
+    h = hashlib.sha1()
+    for p in files:
+        h.update(Path(p).name.encode() + b"\0" + Path(p).read_bytes())
+    return h.hexdigest()
+
+
 def sources_digest() -> str:
     """sha1 of the stage files and the package's modules (names and bytes)."""
-    h = hashlib.sha1()
     files = [p for d in (ROOT / "cuda_src", ROOT / "triton_kernels") if d.is_dir() for p in sorted(d.rglob("*"))]
     files += sorted((PACKAGE_PARENT / "study").glob("*.py"))
-    for p in files:
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
+    return files_digest(p for p in files if p.is_file() and "__pycache__" not in p.parts)
 
 
 def fingerprint(**parts) -> str:

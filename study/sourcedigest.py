@@ -9,10 +9,10 @@ code. The environment's sources_sha1 covers the whole tree: any change anywhere 
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
+from .journal import files_digest
 from .registry import PACKAGE_PARENT, all_stages
 
 _STUDY_IMPORT = re.compile(r"^\s*(?:from\s+(?:study)?\.(\w+)\s+import|import\s+study\.(\w+))", re.M)
@@ -43,10 +43,7 @@ def source_files(stage) -> list:
 
 
 def stage_digest(stage) -> str:
-    h = hashlib.sha1()
-    for f in source_files(stage):
-        h.update(Path(f).name.encode() + b"\0" + Path(f).read_bytes())
-    return h.hexdigest()[:12]
+    return files_digest(source_files(stage))[:12]
 
 
 def _digests(data) -> dict | None:
