@@ -228,19 +228,6 @@ __device__ __forceinline__ void st_async_peer(uint32_t addr, float4 v, uint32_t 
                ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
                : "memory");
 }
-__device__ __forceinline__ void wait_acquire_cluster(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = hopper::smem_u32(bar);
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 __device__ __forceinline__ void cluster_arrive_release() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
@@ -385,7 +372,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
       }
       if (CL && ke < sched.KT) {
         // The head of a two-way split in a cluster: its peer's partial lands in shared memory.
-        wait_acquire_cluster(&landed[cw], 0);
+        hopper::mbar_wait<true>(&landed[cw], 0);   // acquire.cluster: the peer released
         const float4* src = land + cw * (R / 4) * 128 + t;
 #pragma unroll
         for (int i = 0; i < R / 4; ++i) {

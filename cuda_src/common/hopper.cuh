@@ -62,18 +62,30 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 }
 // Blocks until the phase with parity `parity` has completed. A freshly initialised barrier is
 // in phase 0, so waiting on parity 1 returns at once ("the previous phase is complete"): a
-// producer starts every ring slot as free by waiting on (phase ^ 1).
+// producer starts every ring slot as free by waiting on (phase ^ 1). CLUSTER: acquire at cluster
+// scope, for a phase completed by another CTA of the cluster (st.async's complete_tx releases at
+// cluster scope); the default acquires at CTA scope.
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = smem_u32(bar);
   uint32_t done;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
+    if constexpr (CLUSTER)
+      asm volatile(
+          "{\n.reg .pred p;\n"
+          "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    else
+      asm volatile(
+          "{\n.reg .pred p;\n"
+          "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
   } while (!done);
 }
 
