@@ -491,11 +491,11 @@ def test_scaled_mm_flags_one_row_is_row_wise():
 
 @pytest.mark.parametrize("c_vec", [8, 1])
 def test_triton_s15_prune_rules(monkeypatch, c_vec):
-    """Triton s15's configs per call: promoted calls get flattened 128x128 and, where C's rows are
-    16-byte aligned, the flattened 128x256 halves at 4 stages (they spill at C_VEC == 1), and the
-    warp-specialised 128x128 where the call allows WS (the halves computed wrong columns there);
-    fast accumulation runs WS only where allowed, else its 3-stage flattened configs (128x128
-    only with per-tensor scales)."""
+    """Triton s15's configs per call: promoted calls get the 128x128 tiles, flattened (a 256-element
+    chain per step: one BLOCK_K = 256 dot or two of 128) and, where the call allows WS, warp-
+    specialised with BLOCK_K = 256 (one dot per K block: two computed wrong results there); never a
+    promoted 128x256 tile (its chain beside the accumulator spills). Fast accumulation runs WS only
+    where allowed, else its 3-stage flattened configs (128x128 only with per-tensor scales)."""
     from study import tritonlib
     from study.kernels import _load_triton_module
 
@@ -505,13 +505,13 @@ def test_triton_s15_prune_rules(monkeypatch, c_vec):
 
     def tiles(**kw):
         kw = {"WS_OK": False, "PROMOTE": False, "SA_ROW": False, "SB_COL": False, "BETA_ZERO": True, "C_VEC": c_vec, **kw}
-        return sorted({(c.kwargs["WS"], c.kwargs["BLOCK_N"], c.num_stages, c.num_warps)
+        return sorted({(c.kwargs["WS"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_stages, c.num_warps)
                        for c in mod._prune(configs, {}, **kw)})
 
-    promoted = tiles(PROMOTE=True)
-    assert (False, 128, 3, 8) in promoted and all(not ws and (n == 128 or s == 4) for ws, n, s, _ in promoted)
-    assert ((False, 256, 4, 8) in promoted) == (c_vec > 1)
-    assert tiles(PROMOTE=True, WS_OK=True) == sorted(promoted + [(True, 128, 3, 4)])   # the autotuner picks the loop
-    assert all(not ws and s < 4 for ws, _, s, _ in tiles(SA_ROW=True, SB_COL=True))   # fast, vector scales
-    assert tiles() == [(False, 128, 3, 8)]                                         # fast, flattened, per tensor
-    assert tiles(WS_OK=True) and all(ws and w == 4 for ws, _, _, w in tiles(WS_OK=True))   # fast, WS
+    flat = [(False, 128, 128, 3, 8), (False, 128, 256, 3, 8)]
+    assert tiles(PROMOTE=True) == flat
+    assert tiles(PROMOTE=True, WS_OK=True) == sorted(flat + [(True, 128, 256, 2, 4), (True, 128, 256, 3, 4)])
+    assert tiles(PROMOTE=True, SA_ROW=True, SB_COL=True) == flat
+    assert all(not ws and s < 4 for ws, _, _, s, _ in tiles(SA_ROW=True, SB_COL=True))   # fast, vector scales
+    assert tiles() == flat                                                             # fast, flattened, per tensor
+    assert tiles(WS_OK=True) and all(ws and w == 4 for ws, _, _, _, w in tiles(WS_OK=True))   # fast, WS

@@ -1,14 +1,14 @@
 """s15_fp8: FP8 e4m3 tl.dot over tensor descriptors, scales in the epilogue
 
-Change: vs s13, e4m3 operands (BLOCK_K = 128 bytes); promoted, each K block's wgmma chain is
-        added into fp32 accumulators: warp-specialised 128x128 tiles (per-tensor scales, C a
-        TMA target) or the flattened loop with 128x256 as two halves, autotuned per shape.
+Change: vs s13, e4m3 operands; promoted, each 256-element K block's wgmma chain (one dot of
+        BLOCK_K = 256 bytes: two TMA swizzle rows) is added into fp32 accumulators, on 128x128
+        tiles: warp-specialised (per-tensor scales, C a TMA target) or flattened, autotuned.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
         chain; Triton 3.6 chains over all of K (fast_accum=True keeps that). Warp-specialised,
         each consumer warpgroup adds its chain on its own; the flattened loop syncs the CTA
-        around each K block's TMA issue (4-8% slower at M >= 2048). Triton 3.6's WS computed
-        wrong results for two dots per K block and for vector scale loads: those stay flattened.
-Expect: ~78% (per tensor) / ~72% (per row) of cuBLAS FP8 promoted at 4096^3 (H100 study)
+        around each K block's TMA issue. Triton 3.6's WS computed wrong results for two dots
+        per K block and for vector scale loads: one 256-wide dot, and vector scales flattened.
+Expect: ~87% (per tensor) / ~83% (per row) of cuBLAS FP8 promoted at 4096^3 (H100, graph-timed)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
@@ -32,7 +32,7 @@ GROUP_M = 8   # tile rows per group: tiles in flight at once reuse the same B ti
 def _config(bm, bn, bk, stages, warps, c_tile=True, ws=False):
     """A tile config of the warp-specialised (ws) or the flattened loop: smem = stages * (bm + bn)
     * bk B (1-byte e4m3), + bm * bn * 2 B for C where the config's loop stages C for a TMA store."""
-    assert bk <= 128, "BLOCK_K bytes must fit one 128-byte TMA swizzle row"
+    assert bk <= 256, "BLOCK_K bytes: one or two 128-byte TMA swizzle rows"
     assert bm <= 256 and bn <= 256 and bm % 64 == 0 and bn % 8 == 0, "TMA box / wgmma tile limits"
     assert stages * (bm + bn) * bk + (bm * bn * 2 if c_tile else 0) <= 227 * 1024, "ring (+ C tile) must fit 227 KiB"
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M, "WS": ws},
@@ -41,37 +41,36 @@ def _config(bm, bn, bk, stages, warps, c_tile=True, ws=False):
 
 # Warp-specialised (WS) tiles: num_warps=4 is the consumer side (Triton splits it into 2 wgmma
 # warpgroups of BLOCK_M / 2 rows). Promoted, each consumer thread holds the accumulator and
-# the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256; as two
-# 128-column halves the WS loop computed a wrong column 0 in rows 64-127 (H100, Triton 3.6).
+# the chain's partial sum: 2 x 64 registers at 128x128, 2 x 128 (spills) at 128x256. Promoted
+# tiles take BLOCK_K = 256: one dot, one 256-element chain per K block (two dots per K block, or
+# two 128-column halves, computed wrong results in the WS loop: H100, Triton 3.6).
 WS_CONFIGS = [
     _config(128, 256, 128, 3, 4, ws=True),   # 144 KiB ring + 64 KiB C: fast accumulation
-    _config(128, 128, 128, 3, 4, ws=True),   # 96 KiB ring + 32 KiB C
+    _config(128, 128, 256, 3, 4, ws=True),   # 192 KiB ring + 32 KiB C
+    _config(128, 128, 256, 2, 4, ws=True),   # 128 KiB ring + 32 KiB C
 ]
 # The flattened loop (C that TMA cannot store, vector scales, beta != 0): 8 warps = 2 warpgroups of
-# wgmma. Promoted 128x256 tiles run as two 128-column halves (4 stages: the pointer-store epilogue
-# needs no C tile in shared memory, 196 KiB).
+# wgmma. Promoted: 128x128 tiles, a 256-element chain per step (one BLOCK_K = 256 dot, or two
+# 128 dots).
 FLAT_CONFIGS = [
     _config(128, 256, 128, 3, 8),
-    _config(128, 256, 128, 4, 8, c_tile=False),
+    _config(128, 128, 256, 3, 8),
     _config(128, 128, 128, 3, 8),
 ]
 
 
 def _prune(configs, named_args, **kwargs):
     """The configs this call may run. WS configs only where the call allows them (WS_OK, in the
-    autotune key); fast accumulation then runs warp-specialised only. Promoted: WS 128x128 and
-    flattened 128x128, and flattened 128x256 at 4 stages (two halves) where C's rows are 16-byte
-    aligned: the autotuner picks the loop per shape. The flattened loop with per-tensor scales and
+    autotune key); fast accumulation then runs warp-specialised only. Promoted: the 128x128
+    tiles, WS and flattened: the autotuner picks the loop per shape. The flattened loop with per-tensor scales and
     fast accumulation keeps 128x128 (it spills at 128x256). beta != 0 into a C of unaligned rows
     (C_VEC == 1): one stage fewer, as the layout change of the quarter-row update takes 32 KiB
     beside the ring, live across the persistent loop (262168 B > 227 KiB at 128x128x128, 3
     stages; H100, Triton 3.6). Interpreter: the first."""
     ws_ok = bool(kwargs.get("WS_OK"))
     if kwargs.get("PROMOTE"):
-        # WS: 128x128, one dot per K block (the halves gave a wrong column 0 in rows 64-127);
-        # flattened: the halves' masked stores spill at C_VEC == 1 (112-352 B at 4095^2)
-        mine = [c for c in configs if (c.kwargs["WS"] and ws_ok and c.kwargs["BLOCK_N"] == 128) or
-                (not c.kwargs["WS"] and (c.kwargs["BLOCK_N"] == 128 or (c.num_stages == 4 and kwargs.get("C_VEC", 1) > 1)))]
+        # 128x128 (one chain beside a 128x256 accumulator spills); WS only where the call allows it
+        mine = [c for c in configs if c.kwargs["BLOCK_N"] == 128 and (ws_ok or not c.kwargs["WS"])]
     elif ws_ok:
         mine = [c for c in configs if c.kwargs["WS"]]
     elif not (kwargs.get("SA_ROW") or kwargs.get("SB_COL")):
@@ -105,7 +104,6 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
     # (FP8 wgmma reads only K-major smem operands); zero fill past M, N and K.
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [lda, 1], [BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N, BLOCK_K])
-    bh_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [ldb, 1], [BLOCK_N // 2, BLOCK_K])
     if WS:
         c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [ldc, 1], [BLOCK_M, BLOCK_N])
 
@@ -118,45 +116,28 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
         off_n = pid_n * BLOCK_N
 
         # --- loop over K: TMA boxes of A and B per step, e4m3 wgmma from smem -----------------
-        if PROMOTE and BLOCK_N == 256 and not WS:
-            # two 128-column halves, each with its own fp32 accumulator; a fresh chain per K block
-            # (one dot) is added into its half: 2 x 64 + 64 registers a thread (one 256-wide
-            # chain beside a 256-wide accumulator spills)
-            acc0 = tl.zeros((BLOCK_M, BLOCK_N // 2), dtype=tl.float32)
-            acc1 = tl.zeros((BLOCK_M, BLOCK_N // 2), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if PROMOTE and (WS or BLOCK_K >= 256):   # a fresh one-dot chain per K block, added in fp32
             for ki in range(k_steps):
                 a = a_desc.load([off_m, ki * BLOCK_K])
-                b0 = bh_desc.load([off_n, ki * BLOCK_K])
-                b1 = bh_desc.load([off_n + BLOCK_N // 2, ki * BLOCK_K])
-                acc0 += tl.dot(a, b0.T)
-                acc1 += tl.dot(a, b1.T)
-            s15_fp8_epilogue_kernel(acc0, c_ptr, c_ptr, sa_ptr, sb_ptr, off_m, off_n, M, N, ldc, alpha, beta,
-                                    BLOCK_M, BLOCK_N // 2, C_VEC, BETA_ZERO, False, SA_ROW, SB_COL)
-            s15_fp8_epilogue_kernel(acc1, c_ptr, c_ptr, sa_ptr, sb_ptr, off_m, off_n + BLOCK_N // 2, M, N, ldc,
-                                    alpha, beta, BLOCK_M, BLOCK_N // 2, C_VEC, BETA_ZERO, False, SA_ROW, SB_COL)
+                b = b_desc.load([off_n, ki * BLOCK_K])
+                acc += tl.dot(a, b.T)
+        elif PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
+            for ki in range(0, k_steps, 2):
+                a0 = a_desc.load([off_m, ki * BLOCK_K])
+                b0 = b_desc.load([off_n, ki * BLOCK_K])
+                a1 = a_desc.load([off_m, (ki + 1) * BLOCK_K])
+                b1 = b_desc.load([off_n, (ki + 1) * BLOCK_K])
+                part = tl.dot(a0, b0.T)
+                part = tl.dot(a1, b1.T, part)
+                acc += part
         else:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            if PROMOTE and WS:   # warp-specialised: a fresh one-dot chain per K block, added in fp32
-                for ki in range(k_steps):
-                    a = a_desc.load([off_m, ki * BLOCK_K])
-                    b = b_desc.load([off_n, ki * BLOCK_K])
-                    acc += tl.dot(a, b.T)
-            elif PROMOTE:   # a fresh chain over two K blocks (TMA zero-fills the one past K), added in fp32
-                for ki in range(0, k_steps, 2):
-                    a0 = a_desc.load([off_m, ki * BLOCK_K])
-                    b0 = b_desc.load([off_n, ki * BLOCK_K])
-                    a1 = a_desc.load([off_m, (ki + 1) * BLOCK_K])
-                    b1 = b_desc.load([off_n, (ki + 1) * BLOCK_K])
-                    part = tl.dot(a0, b0.T)
-                    part = tl.dot(a1, b1.T, part)
-                    acc += part
-            else:
-                for ki in range(k_steps):
-                    a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
-                    b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
-                    acc = tl.dot(a, b.T, acc)
-            s15_fp8_epilogue_kernel(acc, c_ptr, c_desc if WS else c_ptr, sa_ptr, sb_ptr, off_m, off_n, M, N,
-                                    ldc, alpha, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO, WS, SA_ROW, SB_COL)
+            for ki in range(k_steps):
+                a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
+                b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
+                acc = tl.dot(a, b.T, acc)
+        s15_fp8_epilogue_kernel(acc, c_ptr, c_desc if WS else c_ptr, sa_ptr, sb_ptr, off_m, off_n, M, N,
+                                ldc, alpha, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO, WS, SA_ROW, SB_COL)
 
 
 @triton.jit
