@@ -257,7 +257,9 @@ def parser() -> argparse.ArgumentParser:
                    help="measure only these families")
     r.add_argument("--stages", nargs="+", help="measure only these stages (s04, 4, vectorized, s04_vectorized)")
     r.add_argument("--precisions", nargs="+", choices=list(PRECISIONS), help="measure only these precisions")
-    r.add_argument("--shapes", nargs="+", help="measure only these shapes: squares, layers, decode (M = 1-2048 x the layer weights), N (square) or MxNxK")
+    r.add_argument("--shapes", nargs="+", help="measure only these shapes: squares, layers, decode (M = 1-2048 x the layer weights), N (square) or "
+                   "MxNxK; a set keeps each kernel to the shapes a full run gives it there, a shape named on "
+                   "its own runs for every kernel")
     r.add_argument("--no-ncu", action="store_true", help="no Nsight Compute; modelled roofline traffic")
     r.add_argument("--ncu", action="store_true", help="with --quick: profile with Nsight Compute all the same")
     r.add_argument("--redraw", action="store_true", help="only redraw tables and figures from reports/data/")

@@ -67,7 +67,7 @@ def fingerprint(opts: Options, groups: dict, shapes: list, gpu: str, replicate: 
     settings = Settings.quick() if opts.quick else Settings()
     return journal.fingerprint(root=str(opts.out().resolve()), gpu=gpu, replicate=replicate,
                                groups={p: [e.label for e in es] for p, es in groups.items()},
-                               shapes=[asdict(s) for s in shapes], explicit=bool(opts.shapes),
+                               shapes=[asdict(s) for s in shapes], explicit=bool(opts.shapes), every=opts.every_kernel(),
                                settings=asdict(settings))
 
 
@@ -152,7 +152,7 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         models.setdefault(m["gpu"], []).append(m)
     mine, dev, gpu = models[me["gpu"]], me["device_uuid"], me["gpu"]
     lead = mine[0]["rank"] == me["rank"]
-    work = shard.units(schedule(groups, shapes, bool(opts.shapes))[1])
+    work = shard.units(schedule(groups, shapes, bool(opts.shapes), opts.every_kernel())[1])
     folders = {g: journal.directory(g, fingerprint(opts, groups, shapes, g, replicate)) for g in models}
     if fresh and folders[gpu].is_dir():
         shutil.rmtree(folders[gpu], ignore_errors=True)
@@ -243,7 +243,7 @@ def _measure(opts, groups, units, work, r: Ready, rig: Rig, jr, me, shared=None,
                 f"ETA {el / seen[0] * max(0, total - seen[0]):.0f} s")
     for p, shapes_p in shard.by_precision(units, groups).items():
         g = rig.work(p, groups[p], shapes_p, r.settings, on_row=on_row, log_path=r.logs / f"bench_{p}_{me['rank']}.log",
-                     explicit_shapes=bool(opts.shapes), **({"claims": shared} if shared else {}))
+                     explicit_shapes=opts.every_kernel(), **({"claims": shared} if shared else {}))
         for c in g.crashes:
             say(f"CRASH on {where}: {c}")
         jr.append("resources", rows=g.resources)
@@ -302,7 +302,7 @@ def salvage(opts: Options, replicate: bool = False) -> int:
     the units missing; with opts.allow_partial the kept rows are written (sweep.finish, no ncu,
     no model group). 0 if something was written, else 1."""
     groups, shapes = check(opts)
-    work, rc = shard.units(schedule(groups, shapes, bool(opts.shapes))[1]), 1
+    work, rc = shard.units(schedule(groups, shapes, bool(opts.shapes), opts.every_kernel())[1]), 1
     for gdir in sorted(p for p in journal.journal_root().glob("*") if p.is_dir()):
         folder = journal.directory(gdir.name, fingerprint(opts, groups, shapes, gdir.name, replicate))
         records = journal.unique(journal.read(folder)) if folder.is_dir() else []

@@ -72,6 +72,30 @@ def _phases(env: dict) -> str:
     return out
 
 
+def _merged_runs(env: dict) -> str:
+    """The filtered runs merged into these tables since the run the environment describes."""
+    runs = env.get("merged_runs", [])
+    if not runs:
+        return ""
+    cols = ["date_utc", "mode", "git_commit", "git_dirty", "rows", "sm_clock_median_mhz", "wall_s"]
+    return ("\n### Rows from later filtered runs\n\nThe environment above is the run these tables were first written by "
+            f"({env.get('date_utc', 'date unknown')}). These filtered runs replaced the rows they measured "
+            "(results.csv's run_utc names each row's run):\n\n"
+            + table(pd.DataFrame([{c: r.get(c, "") for c in cols} for r in runs])))
+
+
+def later_rows(data: Data, prec: str) -> str:
+    """"; N of its rows from later filtered runs (dates)" for a precision page, or ""."""
+    res, when = data.results, data.environment.get("date_utc", "")
+    if "run_utc" not in res:
+        return ""
+    runs = res.loc[(res["dtype"] == prec) & res["run_utc"].notna() & (res["run_utc"] != when), "run_utc"]
+    if not len(runs):
+        return ""
+    return (f"; {len(runs)} of its rows from later filtered runs ({', '.join(sorted(set(runs)))}: "
+            "[environment](environment.md))")
+
+
 def _nav(data: Data) -> str:
     links = [f"[{p}]({p}.md)" for p in precisions(data)] + ["[autotune](autotune.md)",
                                                            "[environment](environment.md)"]
@@ -97,7 +121,7 @@ def decode_section(data: Data, prec: str, fig: str) -> str:
 def precision_page(data: Data, prec: str) -> str:
     fig = f"../figures/{data.gpu}"
     out = [f"# {prec} on {title(data)}\n", _nav(data),
-           f"Run of {data.environment.get('date_utc', 'unknown date')}; data: "
+           f"Run of {data.environment.get('date_utc', 'unknown date')}{later_rows(data, prec)}; data: "
            f"[`data/{data.gpu}/results.csv`](../data/{data.gpu}/results.csv) (one row per measurement).\n",
            f"### {prec} ladder"]
     for n in TABLE_SIZES:
@@ -165,7 +189,7 @@ def environment_page(data: Data) -> str:
     env, fig = data.environment, f"../figures/{data.gpu}"
     out = [f"# {title(data)}: environment, ceilings and resources\n", _nav(data),
            f"Data: [`data/{data.gpu}/`](../data/{data.gpu}/results.csv) (results.csv: one row per measurement). "
-           f"{_phases(env)}\n", "### Environment\n\n" + _env_table(env)]
+           f"{_phases(env)}\n", "### Environment\n\n" + _env_table(env) + _merged_runs(env)]
     if len(data.builds):
         out.append("\n### Builds\n\nCUDA: load_inline, seconds, cached = loaded from the build cache; "
                    "Triton: first call incl. JIT compile and autotune.\n\n" + table(data.builds))

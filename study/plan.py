@@ -95,12 +95,23 @@ def group_shapes(precision: str, entries: list, shapes: list, explicit: bool = F
     """{entry label: [shapes]} for one precision group. By default (explicit False) the decode
     sweep's extra token counts run only in DECODE_PRECISIONS and only for the kernels that take
     nn.Linear's layout (NT) and the baselines in it: x @ W.T is that layout, and the NN stages
-    would read a transposed copy of the weight no model keeps. Shapes the user named all run."""
+    would read a transposed copy of the weight no model keeps. explicit (the user named a shape of
+    its own, names_single_shapes): every kernel runs every shape."""
     out = {}
     for e in entries:
         keep = explicit or (precision in DECODE_PRECISIONS and e.layout == DECODE_LAYOUT)
         out[e.label] = [s for s in shapes if (keep or not is_decode_only(s)) and runs_at(e, s)]
     return out
+
+
+SHAPE_SETS = ("squares", "layers", "decode")
+
+
+def names_single_shapes(specs) -> bool:
+    """True if the --shapes specs name a shape of their own ("4096", "MxNxK"), not only sets: then
+    every kernel runs every shape (group_shapes' explicit); a run naming sets keeps a full run's
+    rules, so its rows are a subset of a full run's."""
+    return any(x.strip().lower() not in SHAPE_SETS for s in specs for x in str(s).split(",") if x.strip())
 
 
 def parse_shapes(specs) -> list:

@@ -1,10 +1,12 @@
 """A measured run's check and commit: compare its rows with its plan, then swap its tables and
 pages into the reports root whole, or leave the recorded ones untouched.
 
-    schedule(groups, shapes, explicit)  {precision: {entry label: [shapes]}}: what the sweep runs
+    schedule(groups, shapes, explicit, every_kernel)  {precision: {entry label: [shapes]}}: what the sweep runs
     missing(rows, groups, shapes, ...)  what the run lost against that plan: the planned
                                         kernel-shapes without a row, and each group that crashed
     merge(old, new, key)                a filtered run's rows over the recorded ones
+    stamped(results, env)               rows with the run that measured them (run_utc)
+    merged_environment(recorded, run, rows)  the recorded run's environment, this one listed in it
     commit(data, root, problems, ...)   refuse (1) on problems unless allow_partial; else write the
                                         tables, figures and pages into a staging directory under
                                         root and os.replace them in, then the project headline
@@ -33,14 +35,18 @@ def say(msg: str):
     print(f"[study] {msg}", file=sys.stderr, flush=True)
 
 
-def schedule(groups: dict, shapes: list, explicit: bool = False) -> tuple:
+def schedule(groups: dict, shapes: list, explicit: bool = False, every_kernel: bool | None = None) -> tuple:
     """(shapes of each group, {precision: {entry label: [shapes]}}) as the sweep runs them: fp8
-    adds its K sweep to default shapes; plan.group_shapes keeps each kernel to its shapes."""
+    adds its K sweep to default shapes (explicit False: the user named no shapes); plan.group_shapes
+    keeps each kernel to its shapes, unless every_kernel (a shape named on its own; default:
+    explicit) runs every shape for every kernel."""
     own = {p: with_k_sweep(p, shapes, not explicit) for p in groups}
-    return own, {p: group_shapes(p, es, own[p], explicit) for p, es in groups.items()}
+    every = explicit if every_kernel is None else every_kernel
+    return own, {p: group_shapes(p, es, own[p], every) for p, es in groups.items()}
 
 
-def missing(rows, groups: dict, shapes: list, crashes: list, explicit: bool = False) -> list:
+def missing(rows, groups: dict, shapes: list, crashes: list, explicit: bool = False,
+            every_kernel: bool | None = None) -> list:
     """One line per problem of a run against its plan (empty: complete): each group that crashed
     outside any kernel, and the planned kernel-shapes (entries x plan.group_shapes) without a row.
     rows: the run's own rows (list of dicts or DataFrame), before any merge with older tables."""
@@ -49,7 +55,7 @@ def missing(rows, groups: dict, shapes: list, crashes: list, explicit: bool = Fa
     if len(df) and set(ROW_KEY) <= set(df.columns):
         df = df.assign(scaling=df["scaling"].astype(object).where(df["scaling"].notna(), ""))
         got = {tuple(r) for r in df[ROW_KEY].itertuples(index=False, name=None)}
-    _, scope = schedule(groups, shapes, explicit)
+    _, scope = schedule(groups, shapes, explicit, every_kernel)
     lost = {}
     for prec, entries in groups.items():
         for e in entries:
@@ -80,6 +86,30 @@ def merge(old, new, key: list):
     return pd.concat([old[(m["_merge"] == "left_only").to_numpy()], new], ignore_index=True)
 
 
+def stamped(res: pd.DataFrame, env: dict) -> pd.DataFrame:
+    """res with run_utc on every row: rows recorded before the column came from the run `env`
+    describes (its date_utc)."""
+    when = env.get("date_utc", "")
+    if "run_utc" not in res:
+        return res.assign(run_utc=when)
+    return res.assign(run_utc=res["run_utc"].where(res["run_utc"].notna() & (res["run_utc"] != ""), when))
+
+
+# What a merged filtered run's entry keeps of its environment (the GPU and its setup are the
+# recorded run's: a data directory is one GPU model).
+MERGED_FIELDS = ("date_utc", "mode", "git_commit", "git_dirty", "sources_sha1", "driver", "torch", "triton",
+                 "cuda_torch", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz_seen")
+
+
+def merged_environment(recorded: dict, run: dict, rows: int) -> tuple:
+    """(environment to record, this run's entry in it) for a filtered run merged into recorded
+    tables: the recorded environment stays (its date, commit, clocks and phases describe its rows;
+    the page says where other rows came from) and `merged_runs` gains this run: its MERGED_FIELDS
+    and the number of rows it measured; commit() adds its phases there."""
+    entry = {k: run[k] for k in MERGED_FIELDS if k in run} | {"rows": int(rows)}
+    return {**recorded, "merged_runs": [*recorded.get("merged_runs", []), entry]}, entry
+
+
 def refuse(problems: list, root: Path, allow_partial: bool) -> bool:
     """Say what is wrong; True if the run must not be written (problems and no allow_partial)."""
     for p in problems:
@@ -94,13 +124,13 @@ def refuse(problems: list, root: Path, allow_partial: bool) -> bool:
 
 
 def commit(data: results.Data, root: Path, problems: list, allow_partial: bool = False,
-           phases: dict | None = None, t_all: float | None = None) -> int:
+           phases: dict | None = None, t_all: float | None = None, record: dict | None = None) -> int:
     """Write `data` (the run's tables, merged as they are to be recorded) and the pages of every
     recorded GPU under root, all or nothing: 1 and root untouched if problems and not
     allow_partial; else everything goes into a staging directory under root (the other GPUs'
     tables copied in to draw from) and is os.replace'd into place once all is written, then the
     project README's headline; 0. phases/t_all: the run's phase times, with "plots" added, go
-    into environment.json and the page."""
+    into environment.json and the page: into `record` (a merged run's entry in it) if given."""
     root = Path(root)
     if refuse(problems, root, allow_partial):
         return 1
@@ -113,9 +143,10 @@ def commit(data: results.Data, root: Path, problems: list, allow_partial: bool =
         datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu])
         if phases is not None:
             phases["plots"] = time.perf_counter() - t
-            data.environment["phases_s"] = {k: round(v, 1) for k, v in phases.items()}
+            run = data.environment if record is None else record
+            run["phases_s"] = {k: round(v, 1) for k, v in phases.items()}
             if t_all is not None:
-                data.environment["wall_s"] = round(time.perf_counter() - t_all, 1)
+                run["wall_s"] = round(time.perf_counter() - t_all, 1)
             results.write(data, stage)
             datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu], figures=False)
         headline = report.headline_text(datas[0]) if root.resolve() == results.REPORTS.resolve() else None

@@ -176,8 +176,8 @@ def run_group(precision: str, entries: list, shapes: list, settings: Settings, o
     """Measure one precision group in child processes; a kernel that crashes the child (or hangs:
     no event for stall_s) is dropped and the child restarted at the shape where it happened.
     on_row(row, window): each row as it arrives, with (t0, t1) in time.time() of its shape's
-    timed rounds, or None for a row that was not timed. explicit_shapes: the user named the
-    shapes, so every kernel runs at every one (else plan.group_shapes decides). claims: several
+    timed rounds, or None for a row that was not timed. explicit_shapes: the user named a
+    shape of its own, so every kernel runs at every one (else plan.group_shapes decides). claims: several
     GPUs share `shapes`, each measuring those it claims first (claims.py)."""
     res = GroupResult(precision)
     t0 = time.perf_counter()

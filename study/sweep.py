@@ -17,8 +17,8 @@ import pandas as pd
 
 from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, sourcedigest, tables
 from .measure import Settings
-from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, select
-from .publish import commit, merge, missing, refuse, schedule
+from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, names_single_shapes, select
+from .publish import commit, merge, merged_environment, missing, refuse, schedule, stamped
 from .registry import find
 from .roofline import annotate
 
@@ -46,6 +46,10 @@ class Options:
         return " ".join(f"--{k} {' '.join(map(str, v))}" for k, v in (
             ("families", self.families), ("stages", self.stages), ("precisions", self.precisions),
             ("shapes", self.shapes)) if v)
+
+    def every_kernel(self) -> bool:
+        """Every kernel runs every shape: --shapes named one of its own, not only sets (plan.py)."""
+        return names_single_shapes(self.shapes)
 
     def runs_ncu(self) -> bool:   # Nsight Compute: not with --no-ncu, nor --quick without --ncu
         return not self.no_ncu and (self.ncu or not self.quick)
@@ -196,7 +200,7 @@ def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, b
     say(f"{gpu}: {sum(len(v) for v in groups.values())} kernels in {len(groups)} precision groups x "
         f"{len(shapes)} shapes ({env['mode']}); logs in {logs}")
     if warm is None:
-        warm = prewarm.triples_of(groups, schedule(groups, shapes, bool(opts.shapes))[1]) if build_stages else []
+        warm = prewarm.triples_of(groups, schedule(groups, shapes, bool(opts.shapes), opts.every_kernel())[1]) if build_stages else []
     built, cuda_res = prewarm.alongside(warm, lambda: _build(groups) if build_stages else ([], None), phases, say)
     ceil = pd.DataFrame()
     if measure_ceilings:
@@ -217,10 +221,11 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     if res.empty:
         say("no measurement came back (see the bench logs); nothing written")
         return 1
-    problems = missing(got["rows"], groups, shapes, got["crashes"], explicit=bool(opts.shapes)) + list(problems)
+    problems = missing(got["rows"], groups, shapes, got["crashes"], bool(opts.shapes), opts.every_kernel()) + list(problems)
     if refuse(problems, opts.out(), opts.allow_partial):
         return 1
     res.insert(0, "gpu", gpu)
+    res["run_utc"] = env.get("date_utc", "")   # which run measured the row (filtered runs merge)
     t = time.perf_counter()
     prof = pd.DataFrame(got["profile"]) if "profile" in got else ncu_profile(opts, groups, res, gpu, logs)
     phases["ncu"] = (got.get("profile_s") or 0.0) if "profile" in got else time.perf_counter() - t   # journaled
@@ -239,10 +244,11 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     env["crashes"], env["measure_split_s"], env["attempts"] = got["crashes"], got.get("split", {}), got.get("attempts", [])
     phases["tables"] = time.perf_counter() - t
     root = opts.out()
-    old = results.data_dir(gpu, root)
+    old, record = results.data_dir(gpu, root), None
     if opts.filters() and (old / "results.csv").exists():
         prev = results.load(old)
-        res = merge(prev.results, res, RESULT_KEY)
+        env, record = merged_environment(prev.environment, env, len(res))
+        res = merge(stamped(prev.results, prev.environment), res, RESULT_KEY)
         res_df = merge(prev.resources, res_df, ["family", "stage"])
         builds = merge(prev.builds, builds, ["family", "stage"])
         prof = merge(prev.profile, prof, RESULT_KEY)
@@ -255,10 +261,10 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(old, got.get("model")))
     if replicas is not None:
         data.replicas = replicas
-    commit(data, root, [], phases=phases, t_all=r.t_all)   # its problems were said (and refused) above
-    ok = (res["status"] == "ok").sum()
+    commit(data, root, [], phases=phases, t_all=r.t_all, record=record)   # its problems were said (and refused) above
+    ok, run = (res["status"] == "ok").sum(), record or env
     say(f"wrote {old} and {root / 'README.md'}: {len(res)} rows, {ok} ok; "
-        + ", ".join(f"{k} {v:.0f} s" for k, v in env["phases_s"].items()) + f"; total {env['wall_s']:.0f} s")
+        + ", ".join(f"{k} {v:.0f} s" for k, v in run["phases_s"].items()) + f"; total {run['wall_s']:.0f} s")
     print(tables.headline_table(data))
     return 0
 

@@ -188,3 +188,26 @@ def test_results_write_interrupted_leaves_no_partial_file(tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         results.write(data, fresh)
     assert not [p for p in fresh.rglob("*") if p.is_file()], "a partial file was left where none was"
+
+
+def test_named_sets_schedule_what_a_full_run_does_at_their_shapes():
+    """--shapes decode (a set) schedules each kernel what a full run schedules it at those shapes,
+    so a filtered run's rows are a subset of a full run's: cuBLAS NN and the NN stages skip the
+    decode-only token counts. A shape named on its own (64x4096x4096) runs for every kernel that
+    runs there at all (Inductor and a stage's other layouts keep their own shapes)."""
+    groups, full_shapes = plan.select(False, (), (), ("fp16",), ())
+    _, full = publish.schedule(groups, full_shapes)
+    specs = ["decode"]
+    groups, shapes = plan.select(False, (), (), ("fp16",), specs)
+    assert not plan.names_single_shapes(specs)
+    _, named = publish.schedule(groups, shapes, True, plan.names_single_shapes(specs))
+    for label, got in named["fp16"].items():
+        assert set(got) == set(full["fp16"][label]) & set(shapes), label
+    nn = [e.label for e in groups["fp16"] if e.layout == "NN" and e.kind != plan.LAYOUT]   # (LAYOUT: its own shapes)
+    assert nn and all(not any(plan.is_decode_only(s) for s in named["fp16"][lb]) for lb in nn)
+    specs = ["decode", "64x4096x4096"]
+    assert plan.names_single_shapes(specs) and plan.names_single_shapes(["4096"])
+    groups, shapes = plan.select(False, (), (), ("fp16",), specs)
+    _, single = publish.schedule(groups, shapes, True, plan.names_single_shapes(specs))
+    one = next(s for s in shapes if (s.M, s.N, s.K) == (64, 4096, 4096))
+    assert all(one in single["fp16"][lb] for lb in nn)

@@ -217,7 +217,8 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
         [{"family": "cuda", "stage": s.stem, "kernel": "k", "registers": 64, "lines_of_code": 1} for s in stages]))
     monkeypatch.setattr(ceilings, "measure", lambda gpu, quick=False: pd.DataFrame([dict(
         gpu=gpu, name="fp32_fma_chain", source="measured", precision="fp32", value=65.0, unit="TFLOP/s", detail="")]))
-    monkeypatch.setattr(environment, "collect", lambda: {"gpu": "FAKE_GPU", "date_utc": "2026-01-01 00:00 UTC"})
+    dates = iter(["2026-01-01 00:00 UTC", "2026-01-02 00:00 UTC", "2026-01-03 00:00 UTC"])
+    monkeypatch.setattr(environment, "collect", lambda: {"gpu": "FAKE_GPU", "date_utc": next(dates), "git_commit": "abc"})
 
     def fake_group(prec, entries, shapes, settings, on_row=None, **kw):
         g = runner.GroupResult(prec)
@@ -244,6 +245,19 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     assert cli.main(["reports", "--quick", "--precisions", "fp32", "--stages", "s01", "--out", str(tmp_path)]) == 0
     again = report.load(tmp_path / "data" / "FAKE_GPU")
     assert len(again.results) == len(data.results)  # filtered run replaced its rows, kept the rest
+    # ... and says so: the recorded run's environment stays, the filtered run is listed in it with
+    # the rows it measured, and each row names the run that measured it
+    env = again.environment
+    assert env["date_utc"] == "2026-01-01 00:00 UTC" and env["phases_s"] == data.environment["phases_s"]
+    (later,) = env["merged_runs"]
+    res = again.results
+    assert later["date_utc"] == "2026-01-02 00:00 UTC" and "filtered" in later["mode"] and "phases_s" in later
+    mine = res["run_utc"] == "2026-01-02 00:00 UTC"   # s01's fp32 rows and the cuBLAS rows timed beside them
+    assert later["rows"] == mine.sum() > 0 and set(res.loc[mine, "dtype"]) == {"fp32"}
+    assert set(res.loc[mine, "stage"]) == {"s01_naive", "cublas"} and (res["stage"] == "s01_naive")[~mine & (res["dtype"] == "fp32")].sum() == 0
+    assert set(res.loc[~mine, "run_utc"]) == {"2026-01-01 00:00 UTC"}
+    assert "Rows from later filtered runs" in (tmp_path / "FAKE_GPU" / "environment.md").read_text()
+    assert f"{mine.sum()} of its rows from later filtered runs" in (tmp_path / "FAKE_GPU" / "fp32.md").read_text()
     assert cli.main(["reports", "--quick", "--ncu", "--precisions", "fp32", "--out", str(tmp_path)]) == 0
     assert len(ncu_calls) == 1  # asked for: tried, failed, fell back to modelled traffic
     monkeypatch.setattr(device, "capability", lambda: None)
