@@ -5,15 +5,18 @@ Builds the CUDA stages first (outside the sanitizer, in parallel through study.b
 each stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged
 shapes (67x45x77, one just past a 128 tile: 129x131x135, and ragged-M shapes with N and K
 multiples of 8 for the stages that need 16-byte rows; from s14 on also ragged decode shapes),
-beta = 0 and beta != 0. A Triton stage's autotuner runs every configuration once per shape (its
-timer replaced by one call), so each configuration is sanitized, not only the one it would pick.
-Prints a summary table; exits non-zero on any sanitizer error or wrong result."""
+beta = 0 and beta != 0 (racecheck of s14 on: its kernels at few k-steps, RACE_DECODE_SHAPES). A
+Triton stage's autotuner runs every configuration once per shape (its timer replaced by one call),
+so each configuration is sanitized, not only the one it would pick. --shapes MxNxK ... sanitizes
+only those; each run gets --timeout seconds (TIMEOUT in the table, with the last case it finished).
+Prints a summary table; exits non-zero on any sanitizer error, wrong result or timeout."""
 from __future__ import annotations
 
 import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,10 +35,28 @@ SHAPES = [(67, 45, 77), (129, 131, 135), (67, 45, 72), (67, 40, 72), (129, 136, 
 # weight tiles, at 200 its 64-row token tiles, stream-K across them), its one-wave 168-row weight
 # tiles (200 x 11001 x 264), and a single CTA (1 x 64 x 72).
 DECODE_SHAPES = [(3, 4100, 4104), (40, 4100, 4104), (200, 4100, 4104), (200, 11001, 264), (1, 64, 72)]
+# racecheck looks for shared-memory hazards inside a CTA (and a cluster), so it takes CUDA s14's
+# kernels at few k-steps and CTAs instead (plans from make_plan for 132 SMs, as
+# tests/test_plan_s14.py runs it): two-way split-K pairs on 2-CTA clusters, 128 x 16 tiles (8 CTAs);
+# two-way stream-K pairs on clusters, narrow 64-row tiles x 64 / 128 tokens (32 CTAs each); a
+# three-way split through the flags (24); stream-K over 64-row token tiles, A-B, flags (17); the
+# one-wave 168-row weight tiles (132 CTAs, 5 k-steps); one CTA. At DECODE_SHAPES, racecheck of
+# s14 ran past 377 s without finishing its first shape (docs/stages/s14_stream_k.md, session 49).
+RACE_DECODE_SHAPES = [(3, 512, 264), (40, 1024, 520), (100, 1024, 520), (3, 1024, 520), (200, 1024, 1032),
+                      (200, 11001, 264), (1, 64, 72)]
+
+
+def shapes_for(number: int, tool: str, named: str = "") -> list:
+    """The shapes a stage is sanitized at: `named` ("MxNxK,MxNxK", --shapes) if given, else SHAPES
+    and, from s14 on, the decode shapes (racecheck: RACE_DECODE_SHAPES)."""
+    if named:
+        return [tuple(int(v) for v in x.split("x")) for x in named.split(",") if x]
+    return SHAPES + ((RACE_DECODE_SHAPES if tool == "racecheck" else DECODE_SHAPES) if number >= 14 else [])
 
 
 def child(family: str, stem: str, precision: str) -> int:
-    """Run one stage on the sanitizer shapes (inside compute-sanitizer)."""
+    """Run one stage on the sanitizer shapes (inside compute-sanitizer; the tool and any named
+    shapes come in SANITIZE_TOOL / SANITIZE_SHAPES), printing each case as it finishes."""
     import gemm_checks as gc
     import study
 
@@ -49,13 +70,28 @@ def child(family: str, stem: str, precision: str) -> int:
             if isinstance(v, Autotuner):
                 v.do_bench = one_call
     layout = k.stage.layout
-    for M, N, K in SHAPES + (DECODE_SHAPES if k.stage.number >= 14 else []):
+    for M, N, K in shapes_for(k.stage.number, os.environ.get("SANITIZE_TOOL", ""), os.environ.get("SANITIZE_SHAPES", "")):
         for alpha, beta in ((1.0, 0.0), (1.5, 0.5)):
             try:
                 gc.check_case(k, gc.Case(M, N, K, alpha=alpha, beta=beta, layout=layout), precision, "cuda")
+                print(f"[done] {M}x{N}x{K} alpha {alpha} beta {beta}", flush=True)
             except ValueError as exc:   # a declared limit: nothing to sanitize at this shape
-                print(f"[skip] {stem} {precision} {M}x{N}x{K}: {exc}")
+                print(f"[skip] {stem} {precision} {M}x{N}x{K}: {exc}", flush=True)
     return 0
+
+
+def run_limited(cmd: list, env: dict, timeout: float) -> tuple:
+    """(returncode or None on timeout, stdout + stderr) of cmd, its whole process group killed
+    after `timeout` seconds (compute-sanitizer's target would outlive a kill of the tool alone)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
 
 
 def main() -> int:
@@ -65,10 +101,16 @@ def main() -> int:
     ap.add_argument("--triton-tools", default="memcheck", help="for the Triton stages")
     ap.add_argument("--families", default="cuda,triton")
     ap.add_argument("--jobs", type=int, default=12, help="sanitizer runs at a time (they share the GPU)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per sanitizer run (then TIMEOUT)")
+    ap.add_argument("--shapes", nargs="+", default=[], metavar="MxNxK", help="only these shapes")
     ap.add_argument("stems", nargs="*")
     args = ap.parse_args()
     if args.child:
         return child(*args.child)
+    bad = [x for x in args.shapes if len(x.split("x")) != 3 or not all(v.isdigit() and int(v) > 0 for v in x.split("x"))]
+    if bad:
+        print(f"--shapes: {bad[0]!r} is not MxNxK with sizes >= 1", file=sys.stderr)
+        return 2
     import study
 
     san = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
@@ -79,7 +121,7 @@ def main() -> int:
               if not args.stems or s.stem in args.stems or s.short in args.stems]
     results = {r.stem: r for r in study.build.build([s for s in stages if s.family == "cuda"])}
     rows, bad = [], 0
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent), SANITIZE_SHAPES=",".join(args.shapes))
     todo = []
     for s in stages:
         if s.family == "triton":
@@ -96,23 +138,25 @@ def main() -> int:
         cmd = [san, f"--tool={tool}", "--error-exitcode=99", "--print-limit=20",
                sys.executable, __file__, "--child", s.family, s.stem, prec]
         t = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        rc, out = run_limited(cmd, dict(env, SANITIZE_TOOL=tool), args.timeout)
         dt = time.perf_counter() - t
-        out = proc.stdout + proc.stderr
         # memcheck/synccheck end with "ERROR SUMMARY: N errors"; racecheck with
         # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
         m = re.search(r"ERROR SUMMARY: (\d+) error", out) or \
             re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) error", out)
         nerr = int(m.group(1)) if m else -1
-        ok = proc.returncode == 0 and nerr == 0
+        ok = rc == 0 and nerr == 0
         detail = ""
-        if not ok:
+        if rc is None:
+            done = [ln for ln in out.splitlines() if ln.startswith(("[done]", "[skip]"))]
+            detail = f"TIMEOUT after {args.timeout:.0f} s; last finished: {done[-1] if done else 'none'}"
+        elif not ok:
             first = [ln for ln in out.splitlines() if "=====" in ln and
                      any(w in ln for w in ("Error", "Race", "Invalid", "Hazard", "Barrier"))][:3]
             detail = " | ".join(first) or (out.strip().splitlines() or ["(no output)"])[-1][:300]
         name = f"{s.family} {s.stem}"
         print(f"{name:31s} {prec:5s} {tool:10s} {'ok' if ok else 'FAIL'} {dt:6.1f}s {detail}", flush=True)
-        return (name, prec, tool, "ok" if ok else f"FAIL({nerr})", dt, detail)
+        return (name, prec, tool, "ok" if ok else "TIMEOUT" if rc is None else f"FAIL({nerr})", dt, detail)
 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
