@@ -1,8 +1,9 @@
 """s15_fp8: FP8 e4m3 tl.dot over tensor descriptors, scales in the epilogue
 
-Change: vs s13, e4m3 operands; promoted, each 256-element K block's wgmma chain (one dot of
-        BLOCK_K = 256 bytes: two TMA swizzle rows) is added into fp32 accumulators, on 128x128
-        tiles: warp-specialised (per-tensor scales, C a TMA target) or flattened, autotuned.
+Change: vs s13, e4m3 operands; promoted, each 256-element K chain (one dot of BLOCK_K = 256
+        bytes, two TMA swizzle rows; flattened also two chained 128 dots) is added into fp32
+        accumulators, on 128x128 tiles: warp-specialised (per-tensor scales, C a TMA target) or
+        flattened, autotuned.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
         chain; Triton 3.6 chains over all of K (fast_accum=True keeps that). Warp-specialised,
         each consumer warpgroup adds its chain on its own; the flattened loop syncs the CTA
