@@ -2,14 +2,14 @@
 
 Change: vs s13, e4m3 operands; promoted, each 256-element K chain (one dot of BLOCK_K = 256
         bytes, two TMA swizzle rows; flattened also two chained 128 dots) is added into fp32
-        accumulators, on 128x128 tiles: warp-specialised (per-tensor scales, C a TMA target) or
-        flattened, autotuned.
+        accumulators, on 128x128 tiles: warp-specialised (C a TMA target) or flattened, autotuned.
 Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a long accumulate
         chain; Triton 3.6 chains over all of K (fast_accum=True keeps that). Warp-specialised,
         each consumer warpgroup adds its chain on its own; the flattened loop syncs the CTA
         around each K block's TMA issue. Triton 3.6's WS computed wrong results for two dots
-        per K block and for vector scale loads: one 256-wide dot, and vector scales flattened.
-Expect: ~86% (per tensor) / ~79% (per row) of cuBLAS FP8 promoted at 4096^3 (H100 study)
+        per K block (so one 256-wide dot) and offset `off_m + arange` twice (so row scales
+        are loaded from the tile's scalar base).
+Expect: ~89% (per tensor) / ~96% (per row) of cuBLAS FP8 promoted at 4096^3 (H100 bench)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
@@ -96,7 +96,7 @@ def _num_sms(device_index):
                  key=["M", "N", "K", "WS_OK", "PROMOTE", "SA_ROW", "SB_COL", "BETA_ZERO", "C_VEC"], restore_value=["c_ptr"],
                  do_bench=autotune_do_bench, prune_configs_by={"early_config_prune": _prune})
 @triton.jit
-def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, alpha, beta,
+def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, sa_inc, sb_inc, M, N, K, lda, ldb, ldc, alpha, beta,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, C_VEC: tl.constexpr,
                    BETA_ZERO: tl.constexpr, WS_OK: tl.constexpr, WS: tl.constexpr,
@@ -137,25 +137,33 @@ def s15_fp8_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, lda, ldb, ldc, 
                 a = a_desc.load([off_m, ki * BLOCK_K])     # [BLOCK_M, BLOCK_K] e4m3
                 b = b_desc.load([off_n, ki * BLOCK_K])     # [BLOCK_N, BLOCK_K] e4m3
                 acc = tl.dot(a, b.T, acc)
-        s15_fp8_epilogue_kernel(acc, c_ptr, c_desc if WS else c_ptr, sa_ptr, sb_ptr, off_m, off_n, M, N,
-                                ldc, alpha, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO, WS, SA_ROW, SB_COL)
+        s15_fp8_epilogue_kernel(acc, c_ptr, c_desc if WS else c_ptr, sa_ptr, sb_ptr, sa_inc, sb_inc, off_m, off_n,
+                                M, N, ldc, alpha, beta, BLOCK_M, BLOCK_N, C_VEC, BETA_ZERO, WS, SA_ROW, SB_COL)
 
 
 @triton.jit
-def s15_fp8_epilogue_kernel(acc, c_ptr, c_desc, sa_ptr, sb_ptr, off_m, off_n, M, N, ldc, alpha, beta,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_VEC: tl.constexpr,
+def s15_fp8_epilogue_kernel(acc, c_ptr, c_desc, sa_ptr, sb_ptr, sa_inc, sb_inc, off_m, off_n, M, N, ldc, alpha,
+                            beta, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_VEC: tl.constexpr,
                             BETA_ZERO: tl.constexpr, WS: tl.constexpr, SA_ROW: tl.constexpr,
                             SB_COL: tl.constexpr):
-    """The [BLOCK_M, BLOCK_N] block of C at (off_m, off_n) from its fp32 sum (inlined)."""
+    """The [BLOCK_M, BLOCK_N] block of C at (off_m, off_n) from its fp32 sum (inlined). sa_inc / sb_inc:
+    1 for a scale per row / column, 0 for one per tensor read as a vector (the WS loop)."""
     # --- epilogue: scales, alpha/beta in fp32, one rounding to C's dtype -----------------
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
-    if SA_ROW:   # [BLOCK_M] per-row scales of A
-        row = alpha * tl.load(sa_ptr + offs_m, mask=offs_m < M, other=0.0)
+    # Vector loads: per row / column, and in the WS loop per tensor too (a stride-0 vector there
+    # ran 1-10 points faster than scalar loads: H100, Triton 3.6). Rows from the tile's scalar
+    # base: WS splits the rows between two consumers and offset both off_m and the arange of
+    # `off_m + arange` (rows 64-127 of a tile read the scales of rows 128-191).
+    if SA_ROW or WS:
+        r = tl.arange(0, BLOCK_M)
+        row = alpha * tl.load(sa_ptr + off_m * sa_inc + r * sa_inc, mask=r < M - off_m, other=0.0)
     else:
         row = tl.zeros((BLOCK_M,), tl.float32) + alpha * tl.load(sa_ptr)
-    if SB_COL:   # [BLOCK_N] per-column scales of B
-        out = acc * row[:, None] * tl.load(sb_ptr + offs_n, mask=offs_n < N, other=0.0)[None, :]
+    if SB_COL or WS:
+        cn = tl.arange(0, BLOCK_N)
+        col = tl.load(sb_ptr + off_n * sb_inc + cn * sb_inc, mask=cn < N - off_n, other=0.0)
+        out = acc * row[:, None] * col[None, :]
     else:        # per tensor: one multiply per element
         out = acc * (row * tl.load(sb_ptr))[:, None]
     if WS:   # C through a TMA load (beta != 0) and a TMA store
@@ -192,19 +200,14 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, *, scale_a, scale_b, fast_accum=False):
     num_sms = 4 if INTERPRET else _num_sms(a.device.index or 0)
     use_scratch()   # device-side descriptors live in global scratch (unless the caller set an allocator)
 
-    # Per-row / per-column scales take the flattened loop: warp-specialised, their vector loads
-    # in the epilogue gave wrong results on the H100 (rel. error ~0.2; Triton 3.6), the
-    # flattened loop is exact. Per-tensor scales are scalar loads: WS configs allowed (WS_OK).
-    vector_scales = scale_a.numel() > 1 or scale_b.numel() > 1
-
     def grid(meta):   # persistent: never more programs than SMs or than tiles
         tiles = cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])
         return (min(num_sms, tiles),)
 
-    replay(s15_fp8_kernel)[grid](a, b, c, scale_a, scale_b, M, N, K, a.stride(0), b.stride(1), c.stride(0),
-                                 float(alpha), float(beta), NUM_SMS=num_sms, C_VEC=c_vector_width(c),
-                                 BETA_ZERO=(beta == 0), WS_OK=_tma_stores_c(c) and not vector_scales and beta == 0,
-                                 PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
+    replay(s15_fp8_kernel)[grid](a, b, c, scale_a, scale_b, int(scale_a.numel() > 1), int(scale_b.numel() > 1),
+                                 M, N, K, a.stride(0), b.stride(1), c.stride(0), float(alpha), float(beta),
+                                 NUM_SMS=num_sms, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
+                                 WS_OK=_tma_stores_c(c) and beta == 0, PROMOTE=not fast_accum, SA_ROW=scale_a.numel() > 1, SB_COL=scale_b.numel() > 1)
     return c
 
 
