@@ -193,7 +193,9 @@ def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, b
     settings = Settings.quick() if opts.quick else Settings()
     env = environment.collect()
     env.update(environment.settings_fields(settings))   # the budgets and the operands' seed
-    env["mode"] = ("quick" if opts.quick else "full") + (f" (filtered: {opts.filters()})" if opts.filters() else "")
+    filters = opts.filters()   # a filtered run is not "full": its settings, then what it measured
+    env["mode"] = (("quick, " if opts.quick else "") + f"filtered: {filters}") if filters else \
+        ("quick" if opts.quick else "full")
     clock = environment.ClockSampler().start()
     logs = build.build_dir().parent / "reports_logs"
     logs.mkdir(parents=True, exist_ok=True)

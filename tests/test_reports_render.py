@@ -251,7 +251,7 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     assert env["date_utc"] == "2026-01-01 00:00 UTC" and env["phases_s"] == data.environment["phases_s"]
     (later,) = env["merged_runs"]
     res = again.results
-    assert later["date_utc"] == "2026-01-02 00:00 UTC" and "filtered" in later["mode"] and "phases_s" in later
+    assert later["date_utc"] == "2026-01-02 00:00 UTC" and later["mode"].startswith("quick, filtered: ") and "phases_s" in later
     mine = res["run_utc"] == "2026-01-02 00:00 UTC"   # s01's fp32 rows and the cuBLAS rows timed beside them
     assert later["rows"] == mine.sum() > 0 and set(res.loc[mine, "dtype"]) == {"fp32"}
     assert set(res.loc[mine, "stage"]) == {"s01_naive", "cublas"} and (res["stage"] == "s01_naive")[~mine & (res["dtype"] == "fp32")].sum() == 0
