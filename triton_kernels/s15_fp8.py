@@ -9,7 +9,7 @@ Why:    FP8 wgmma runs at 2x bf16 per cycle but keeps ~14 mantissa bits of a lon
         around each K block's TMA issue. Triton 3.6's WS computed wrong results for two dots
         per K block (so one 256-wide dot) and offset `off_m + arange` twice (so row scales
         are loaded from the tile's scalar base).
-Expect: ~89% (per tensor) / ~96% (per row) of cuBLAS FP8 promoted at 4096^3 (H100 bench)
+Expect: ~90% (per tensor) / ~95% (per row) of cuBLAS FP8 promoted at 4096^3 (H100 study)
 Limits: a and b 16-byte aligned, lda and ldb multiples of 16 elements (TMA: 16-byte rows of
         1-byte e4m3; a contiguous a or b needs K % 16 == 0), else ValueError; scales fp32 on
         a's device: 1 element, or M (per row of a) / N (per column of b), contiguous
