@@ -32,7 +32,7 @@ from . import claims, journal, launch, prewarm, results, shard
 from .atomic import Busy, locked
 from .journal import pick
 from .measure import Settings
-from .publish import merge, schedule
+from .publish import merge
 from .roofline import annotate
 from .sweep import PROFILE_SIZE, RESULT_KEY, Options, Ready, check, finish, ncu_profile, prepare, say
 
@@ -152,7 +152,7 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         models.setdefault(m["gpu"], []).append(m)
     mine, dev, gpu = models[me["gpu"]], me["device_uuid"], me["gpu"]
     lead = mine[0]["rank"] == me["rank"]
-    work = shard.units(schedule(groups, shapes, bool(opts.shapes), opts.every_kernel())[1])
+    work = shard.units(opts.scope(groups, shapes))
     folders = {g: journal.directory(g, fingerprint(opts, groups, shapes, g, replicate)) for g in models}
     if fresh and folders[gpu].is_dir():
         shutil.rmtree(folders[gpu], ignore_errors=True)
@@ -302,7 +302,7 @@ def salvage(opts: Options, replicate: bool = False) -> int:
     the units missing; with opts.allow_partial the kept rows are written (sweep.finish, no ncu,
     no model group). 0 if something was written, else 1."""
     groups, shapes = check(opts)
-    work, rc = shard.units(schedule(groups, shapes, bool(opts.shapes), opts.every_kernel())[1]), 1
+    work, rc = shard.units(opts.scope(groups, shapes)), 1
     for gdir in sorted(p for p in journal.journal_root().glob("*") if p.is_dir()):
         folder = journal.directory(gdir.name, fingerprint(opts, groups, shapes, gdir.name, replicate))
         records = journal.unique(journal.read(folder)) if folder.is_dir() else []

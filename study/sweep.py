@@ -51,6 +51,10 @@ class Options:
         """Every kernel runs every shape: --shapes named one of its own, not only sets (plan.py)."""
         return names_single_shapes(self.shapes)
 
+    def scope(self, groups: dict, shapes: list) -> dict:
+        """{precision: {entry label: [shapes]}}: what this run measures (publish.schedule)."""
+        return schedule(groups, shapes, bool(self.shapes), self.every_kernel())[1]
+
     def runs_ncu(self) -> bool:   # Nsight Compute: not with --no-ncu, nor --quick without --ncu
         return not self.no_ncu and (self.ncu or not self.quick)
 
@@ -202,7 +206,7 @@ def prepare(opts: Options, groups: dict, shapes: list, gpu: str | None = None, b
     say(f"{gpu}: {sum(len(v) for v in groups.values())} kernels in {len(groups)} precision groups x "
         f"{len(shapes)} shapes ({env['mode']}); logs in {logs}")
     if warm is None:
-        warm = prewarm.triples_of(groups, schedule(groups, shapes, bool(opts.shapes), opts.every_kernel())[1]) if build_stages else []
+        warm = prewarm.triples_of(groups, opts.scope(groups, shapes)) if build_stages else []
     built, cuda_res = prewarm.alongside(warm, lambda: _build(groups) if build_stages else ([], None), phases, say)
     ceil = pd.DataFrame()
     if measure_ceilings:

@@ -201,6 +201,7 @@ def test_named_sets_schedule_what_a_full_run_does_at_their_shapes():
     groups, shapes = plan.select(False, (), (), ("fp16",), specs)
     assert not plan.names_single_shapes(specs)
     _, named = publish.schedule(groups, shapes, True, plan.names_single_shapes(specs))
+    assert sweep.Options(precisions=("fp16",), shapes=tuple(specs)).scope(groups, shapes) == named   # what runs use
     for label, got in named["fp16"].items():
         assert set(got) == set(full["fp16"][label]) & set(shapes), label
     nn = [e.label for e in groups["fp16"] if e.layout == "NN" and e.kind != plan.LAYOUT]   # (LAYOUT: its own shapes)
@@ -209,5 +210,6 @@ def test_named_sets_schedule_what_a_full_run_does_at_their_shapes():
     assert plan.names_single_shapes(specs) and plan.names_single_shapes(["4096"])
     groups, shapes = plan.select(False, (), (), ("fp16",), specs)
     _, single = publish.schedule(groups, shapes, True, plan.names_single_shapes(specs))
+    assert sweep.Options(precisions=("fp16",), shapes=tuple(specs)).scope(groups, shapes) == single
     one = next(s for s in shapes if (s.M, s.N, s.K) == (64, 4096, 4096))
     assert all(one in single["fp16"][lb] for lb in nn)
