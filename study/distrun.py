@@ -30,6 +30,7 @@ import pandas as pd
 
 from . import claims, journal, launch, prewarm, results, shard
 from .atomic import Busy, locked
+from .inmodel import BUSY_PARTS, QUIET_PARTS
 from .journal import pick
 from .measure import Settings
 from .publish import merge
@@ -49,7 +50,7 @@ class Rig:
     ceilings: Callable | None = None   # (gpu, quick) -> ceilings frame (ceilings.measure)
     work: Callable | None = None       # runner.run_group's signature
     ceilings_s: float | None = None    # what the ceilings cost the leader (None: the last run's, or LEADER_HEAD_S)
-    model: Callable | None = None      # () -> the model group's frame (modelrun.run_group)
+    model: Callable | None = None      # (parts) -> the model group's frame (modelrun.run_group)
     profile: Callable | None = None    # (opts, groups, rows, gpu, logs) -> ncu frame (sweep.ncu_profile)
 
     def __post_init__(self):
@@ -58,7 +59,7 @@ class Rig:
         self.gpu_name = self.gpu_name or device.gpu_name
         self.uuid = self.uuid or environment.cuda_uuid
         self.work = self.work or runner.run_group
-        self.model = self.model or modelrun.run_group
+        self.model = self.model or (lambda parts: modelrun.run_group(modelrun.ModelOptions(parts=parts)))
         self.profile = self.profile or ncu_profile
 
 
@@ -147,9 +148,7 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
             say("the workers run different sources (stage files or study/): " + ", ".join(
                 f"{m['host']}: {m['sources'][:12]}" for m in team) + "; check out the same tree on every host")
         return 1
-    models: dict = {}
-    for m in team:
-        models.setdefault(m["gpu"], []).append(m)
+    models = {g: [m for m in team if m["gpu"] == g] for g in dict.fromkeys(m["gpu"] for m in team)}   # in rank order
     mine, dev, gpu = models[me["gpu"]], me["device_uuid"], me["gpu"]
     lead = mine[0]["rank"] == me["rank"]
     work = shard.units(opts.scope(groups, shapes))
@@ -159,8 +158,8 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
     dist.barrier()
     prior = journal.unique([r for g, recs in _all((gpu, journal.read(folders[gpu]))) if g == gpu for r in recs])
     done = pick(prior, work, replicate).done
-    # the model group (a full run): the model's last GPU runs it after its shard, so that with
-    # several GPUs it overlaps the leader's ncu and tables; journaled, so a resumed run keeps it
+    # the model group (a full run; journaled): the model's last GPU runs it after its shard, beside the
+    # leader's ncu, but its host-timed parts (QUIET_PARTS) once every rank is done, on a quiet host
     model_by = mine[-1]["rank"] if opts.runs_model() and not any(r["t"] == "model" for r in prior) else None
     todo = [u for u in work if (u.key, dev if replicate else "") not in done]
     proposal = None
@@ -187,9 +186,8 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
 
         _build(groups)   # this host's CUDA builds, before its workers' children ask for them
     mine_scope: dict = {}   # the Triton kernel-shapes this rank compiles ahead (prewarm.py)
-    for u in mine_units:
-        for lb in work[u]:
-            mine_scope.setdefault(u.precision, {}).setdefault(lb, []).append(u.shape)
+    for u, lb in ((u, lb) for u in mine_units for lb in work[u]):
+        mine_scope.setdefault(u.precision, {}).setdefault(lb, []).append(u.shape)
     r = prepare(opts, groups, shapes, gpu, build_stages=lead, measure_ceilings=(rig.ceilings or True) if lead else False,
                 warm=prewarm.triples_of(groups, mine_scope))
     if lead:
@@ -202,9 +200,11 @@ def _run(opts, groups, shapes, replicate, fresh, rig) -> int:
         t, rows = time.perf_counter(), pd.DataFrame([x["row"] for x in prior + at if _at_profile(x)])
         prof = rig.profile(opts, groups, rows, gpu, r.logs)
         jr.append("ncu", rows=json.loads(prof.to_json(orient="records") if len(prof) else "[]"), seconds=time.perf_counter() - t)
+    t, busy = time.perf_counter(), rig.model(BUSY_PARTS) if model_by == me["rank"] else None
+    dist.barrier()   # every rank's units and ncu done: the host-timed parts run on a quiet host
     if model_by == me["rank"]:
-        t = time.perf_counter()
-        jr.append("model", rows=json.loads(rig.model().to_json(orient="records")), seconds=time.perf_counter() - t)
+        rows = pd.concat([busy, rig.model(QUIET_PARTS)], ignore_index=True)
+        jr.append("model", rows=json.loads(rows.to_json(orient="records")), seconds=time.perf_counter() - t)
     now = [x for g, recs in _all((gpu, jr.records)) if g == gpu for x in recs]
     jr.close()
     rc = (0, True)

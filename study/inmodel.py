@@ -29,6 +29,8 @@ COLUMNS = ["gpu", "what", "family", "stage", "size", "value", "unit", "note"]
 FAMILIES = ("cuda", "triton")
 STAGES = ("s10", "s11", "s12", "s13", "s14")
 PARTS = ("train", "bench", "mlp", "overhead")
+QUIET_PARTS = ("overhead",)   # host-timed: a full run gives them a quiet host, after every rank's other work
+BUSY_PARTS = tuple(p for p in PARTS if p not in QUIET_PARTS)   # GPU-timed: they may run beside other work
 TORCH, YARDSTICK = ("torch", "cublas"), ("torch", "fp32_gemm")
 
 

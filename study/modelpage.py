@@ -167,7 +167,7 @@ def page(data: Data, table) -> str:
             "`F.linear` for the study.Linear and study.use rows"
         out.append(f"## Host overhead per call\n\nMicroseconds of host time per call more than torch's own call "
                    f"doing the same (`torch.mm`; {ref}), a 64^3 bf16 NT GEMM called back to back so that the host's "
-                   f"time is what is measured. Target for a public-API call: at most {HOST_TARGET_US:g} us."
+                   f"time is what is measured, in a full run after every GPU's other work (a quiet host). Target for a public-API call: at most {HOST_TARGET_US:g} us."
                    + (" Each figure is the median over rounds of the difference within a round (the paths run in "
                       "turn in every round). Three columns time torch's own machinery under a path, with no GEMM: "
                       "`nn.Linear` (over `F.linear`), `torch.ops no-op` (an operator with the study op's schema "

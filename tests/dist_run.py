@@ -96,9 +96,11 @@ def _tail(what: str) -> tuple:
     return f"{what} rank {RANK} {t0:.3f} {time.time():.3f}"
 
 
-def model_group():
-    """The model group's stand-in: one row that says which rank ran it, and when."""
-    return pd.DataFrame([dict(gpu=CFG["gpus"][RANK], what="mlp_ms", family="torch", stage="cublas", size=16,
+def model_group(parts):
+    """The model group's stand-in: one row per call that says which rank ran it, and when; `what` tells
+    the GPU-timed parts (mlp_ms) from the host-timed ones (host_us)."""
+    what = "host_us" if "overhead" in parts else "mlp_ms"
+    return pd.DataFrame([dict(gpu=CFG["gpus"][RANK], what=what, family="torch", stage="cublas", size=16,
                               value=0.1, unit="ms", note=_tail("model"))])
 
 

@@ -200,7 +200,8 @@ def options(root: Path, shapes=SHAPES) -> Options:
 
 def test_lost_worker_keeps_its_rows_and_the_same_command_resumes(tmp_path, monkeypatch, capsys):
     root = tmp_path / "reports"
-    p = torchrun(tmp_path, "die", die={"rank": 1, "after_rows": 3})
+    # rank 0 slowed, so that rank 1 surely claims the two units it dies in (first come, first served)
+    p = torchrun(tmp_path, "die", die={"rank": 1, "after_rows": 3}, slow={"rank": 0, "s": 0.5})
     assert p.returncode != 0, p.stderr[-3000:]
     assert not (root / "data").exists(), "a run that lost a worker writes nothing"
     (folder,) = (tmp_path / "journal" / "FAKE_GPU").iterdir()
@@ -236,25 +237,27 @@ def test_lost_worker_keeps_its_rows_and_the_same_command_resumes(tmp_path, monke
 
 
 def test_the_model_group_runs_on_the_last_gpu_beside_the_leaders_ncu(tmp_path):
-    """A full run on two GPUs: the model group runs on rank 1 after its units, at the same time
-    as Nsight Compute on the leader (each stood in for by a 3 s sleep); both are gathered through
-    the journal and the leader writes them; every unit was claimed by one GPU and measured there
-    alone."""
+    """A full run on two GPUs: the model group's GPU-timed parts run on rank 1 after its units, at the
+    same time as Nsight Compute on the leader (each stood in for by a 3 s sleep); its host-timed part
+    (the overhead per call) runs after both, on a quiet host; all is gathered through the journal and
+    the leader writes it; every unit was claimed by one GPU and measured there alone."""
     p = torchrun(tmp_path, "model", model=True, tail_s=3.0)
     assert p.returncode == 0, p.stderr[-3000:]
-    model = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "model.csv")
+    model = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "model.csv").set_index("what")
     prof = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "profile.csv")
-    m_rank, m0, m1 = model["note"].item().split()[2:]   # "model rank R start end"
+    m_rank, m0, m1 = model.loc["mlp_ms", "note"].split()[2:]   # "model rank R start end"
+    q_rank, q0, q1 = model.loc["host_us", "note"].split()[2:]
     p_rank, p0, p1 = prof["note"].item().split()[2:]
-    assert (m_rank, p_rank) == ("1", "0"), (model["note"].item(), prof["note"].item())
-    assert float(p0) < float(m1) and float(m0) < float(p1), "ncu and the model group overlap"
+    assert (m_rank, q_rank, p_rank) == ("1", "1", "0"), (model["note"].tolist(), prof["note"].item())
+    assert float(p0) < float(m1) and float(m0) < float(p1), "ncu and the GPU-timed parts overlap"
+    assert float(q0) >= max(float(p1), float(m1)), "the host-timed part waits for ncu and the rest"
     res = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "results.csv")
     assert len(res) == len(SHAPES) * LABELS and not res.duplicated(["family", "M"]).any(), "each unit once"
     tuned = pd.read_csv(tmp_path / "reports" / "data" / "FAKE_GPU" / "autotune.csv")
     assert len(tuned) == len(SHAPES) and tuned["device_uuid"].notna().all(), "one choice per shape, and whose"
     assert (res.groupby("M")["device_uuid"].nunique() == 1).all(), "a stage beside its cuBLAS, on one GPU"
     env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
-    assert env["phases_s"]["model"] >= 3 and env["phases_s"]["ncu"] >= 3
+    assert env["phases_s"]["model"] >= 6 and env["phases_s"]["ncu"] >= 3
 
 
 def test_a_slow_gpu_measures_fewer_units_the_fast_one_takes_the_rest(tmp_path):
@@ -394,8 +397,8 @@ def test_a_resumed_full_run_keeps_its_model_group_and_ncu(tmp_path, monkeypatch)
     opts = Options(families=("cublas",), precisions=("fp32",), shapes=("16",), no_ncu=True, root=tmp_path / "r")
     ran = []
 
-    def model():
-        ran.append(1)
+    def model(parts):
+        ran.append(parts)
         return pd.DataFrame([dict(gpu="FAKE_GPU", what="mlp_ms", family="torch", stage="cublas", size=16,
                                   value=0.1, unit="ms", note="")])
 
@@ -423,8 +426,8 @@ def test_a_resumed_full_run_keeps_its_model_group_and_ncu(tmp_path, monkeypatch)
         distrun.alone(opts, rig=rig)
     monkeypatch.setattr(distrun, "finish", real)
     assert distrun.alone(opts, rig=rig) == 0
-    assert ran == [2, 1], "ncu, then the model group, each once"
-    assert len(pd.read_csv(tmp_path / "r" / "data" / "FAKE_GPU" / "model.csv")) == 1
+    assert ran == [2, ("train", "bench", "mlp"), ("overhead",)], "ncu, then the model group's two halves, once"
+    assert len(pd.read_csv(tmp_path / "r" / "data" / "FAKE_GPU" / "model.csv")) == 2
     assert len(pd.read_csv(tmp_path / "r" / "data" / "FAKE_GPU" / "profile.csv")) == 1
 
 
