@@ -270,8 +270,8 @@ def _commit(opts, groups, shapes, r: Ready, records, work, replicate, mine, fold
     r.env["mode"] += "; one GPU, journaled" if not launch.under_torchrun() else \
         f"; {'replicated on' if replicate else 'sharded over'} {len(mine)} GPUs (torchrun)"
     r.env["missing"] = picked.lost(work, replicate, folder)   # written with --allow-partial only
-    if got.get("model_s") is not None:
-        r.phases["model"] = got["model_s"]   # where it ran: on one GPU, after the shard; else beside
+    if got.get("model_s") is not None:   # where it ran: on one GPU after the shard, else beside; the overhead alone
+        r.phases["model"], r.env["overhead_timed"] = got["model_s"], "after every GPU's other work, on a quiet host"
     return finish(opts, groups, shapes, r, got, r.env["missing"], _replicas(every, opts, r) if replicate else None), \
         not r.env["missing"]
 

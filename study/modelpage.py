@@ -162,12 +162,13 @@ def page(data: Data, table) -> str:
         out.append("### Fastest stage per family, MLP block\n\n" + table(best))
     ov = overhead(m)
     if len(ov):
+        when = data.environment.get("overhead_timed")   # a full run since 2026-11-27: on a quiet host
         floors = "nn.Linear" in ov.columns   # recorded since the floors were added (older runs: F.linear)
         ref = "`F.linear` for study.use, `nn.Linear` for study.Linear, its drop-in" if floors else \
             "`F.linear` for the study.Linear and study.use rows"
         out.append(f"## Host overhead per call\n\nMicroseconds of host time per call more than torch's own call "
                    f"doing the same (`torch.mm`; {ref}), a 64^3 bf16 NT GEMM called back to back so that the host's "
-                   f"time is what is measured, in a full run after every GPU's other work (a quiet host). Target for a public-API call: at most {HOST_TARGET_US:g} us."
+                   f"time is what is measured{', ' + when if when else ''}. Target for a public-API call: at most {HOST_TARGET_US:g} us."
                    + (" Each figure is the median over rounds of the difference within a round (the paths run in "
                       "turn in every round). Three columns time torch's own machinery under a path, with no GEMM: "
                       "`nn.Linear` (over `F.linear`), `torch.ops no-op` (an operator with the study op's schema "

@@ -258,6 +258,7 @@ def test_the_model_group_runs_on_the_last_gpu_beside_the_leaders_ncu(tmp_path):
     assert (res.groupby("M")["device_uuid"].nunique() == 1).all(), "a stage beside its cuBLAS, on one GPU"
     env = json.loads((tmp_path / "reports" / "data" / "FAKE_GPU" / "environment.json").read_text())
     assert env["phases_s"]["model"] >= 6 and env["phases_s"]["ncu"] >= 3
+    assert "quiet host" in env["overhead_timed"], "the model page says how the overhead was timed"
 
 
 def test_a_slow_gpu_measures_fewer_units_the_fast_one_takes_the_rest(tmp_path):

@@ -116,6 +116,10 @@ def test_model_page_from_rows():
                  "## Host overhead per call", "## What did not run", "train: ValueError: refused", "(1.11x)"):
         assert want in text, want
     assert not any(bad in text for bad in pages.BAD_CELLS if bad != "-"), text
+    assert "quiet host" not in text, "a run that does not say how its overhead was timed claims nothing"
+    quiet = Data("NVIDIA_H100_80GB_HBM3", pd.DataFrame(), model=m, environment={
+        "gpu_full_name": "NVIDIA H100", "overhead_timed": "after every GPU's other work, on a quiet host"})
+    assert "is measured, after every GPU's other work, on a quiet host. Target" in modelpage.page(quiet, pages.table)
     best = modelpage.mlp_best(m)
     assert set(best["family"]) == {"cuda", "triton"} and (best[best["family"] == "cuda"]["x torch"] > 1).all()
     found = modelpage.findings(data)
