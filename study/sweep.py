@@ -254,6 +254,7 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     if opts.filters() and (old / "results.csv").exists():
         prev = results.load(old)
         env, record = merged_environment(prev.environment, env, len(res))
+        ceil = prev.ceilings if len(prev.ceilings) else ceil   # the recorded run's: every row's roof % alike
         res = merge(stamped(prev.results, prev.environment), res, RESULT_KEY)
         res_df = merge(prev.resources, res_df, ["family", "stage"])
         builds = merge(prev.builds, builds, ["family", "stage"])

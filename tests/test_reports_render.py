@@ -215,8 +215,9 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
                                                                  for s in stems])
     monkeypatch.setattr(resources, "cuda_stages", lambda stages, out, jobs=8: pd.DataFrame(
         [{"family": "cuda", "stage": s.stem, "kernel": "k", "registers": 64, "lines_of_code": 1} for s in stages]))
+    fma = iter([65.0, 70.0, 75.0])   # each run measures its own
     monkeypatch.setattr(ceilings, "measure", lambda gpu, quick=False: pd.DataFrame([dict(
-        gpu=gpu, name="fp32_fma_chain", source="measured", precision="fp32", value=65.0, unit="TFLOP/s", detail="")]))
+        gpu=gpu, name="fp32_fma_chain", source="measured", precision="fp32", value=next(fma), unit="TFLOP/s", detail="")]))
     dates = iter(["2026-01-01 00:00 UTC", "2026-01-02 00:00 UTC", "2026-01-03 00:00 UTC"])
     monkeypatch.setattr(environment, "collect", lambda: {"gpu": "FAKE_GPU", "date_utc": next(dates), "git_commit": "abc"})
 
@@ -257,6 +258,7 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     assert set(res.loc[mine, "stage"]) == {"s01_naive", "cublas"} and (res["stage"] == "s01_naive")[~mine & (res["dtype"] == "fp32")].sum() == 0
     assert set(res.loc[~mine, "run_utc"]) == {"2026-01-01 00:00 UTC"}
     assert "Rows from later filtered runs" in (tmp_path / "FAKE_GPU" / "environment.md").read_text()
+    assert again.ceilings["value"].tolist() == [65.0], "a filtered run keeps the recorded run's ceilings"
     assert f"{mine.sum()} of its rows from later filtered runs" in (tmp_path / "FAKE_GPU" / "fp32.md").read_text()
     assert cli.main(["reports", "--quick", "--ncu", "--precisions", "fp32", "--out", str(tmp_path)]) == 0
     assert len(ncu_calls) == 1  # asked for: tried, failed, fell back to modelled traffic
