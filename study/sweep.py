@@ -255,11 +255,14 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
         prev = results.load(old)
         env, record = merged_environment(prev.environment, env, len(res))
         ceil = prev.ceilings if len(prev.ceilings) else ceil   # the recorded run's: every row's roof % alike
-        res = merge(stamped(prev.results, prev.environment), res, RESULT_KEY)
+        res = merge(stamped(prev.results, prev.environment).assign(new=False), res.assign(new=True), RESULT_KEY)
         res_df = merge(prev.resources, res_df, ["family", "stage"])
         builds = merge(prev.builds, builds, ["family", "stage"])
         prof = merge(prev.profile, prof, RESULT_KEY)
-        res = annotate(res, ceil, prof if len(prof) else None)  # % columns against the merged cuBLAS rows
+        # this run's rows against the merged cuBLAS rows (those it timed beside them, else the recorded ones);
+        # the recorded rows keep their % of the cuBLAS of their own run
+        res = pd.concat([res[~res["new"]], annotate(res, ceil, prof if len(prof) else None)[res["new"]]],
+                        ignore_index=True).drop(columns="new")
         say(f"filtered run: merged with the earlier tables in {old}")
     res = res.sort_values(["dtype", "M", "N", "K", "family", "stage", "layout", "kind"], kind="stable")
     tuned = _autotune_rows(gpu, got["autotune"])

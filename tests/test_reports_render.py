@@ -221,11 +221,14 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     dates = iter(["2026-01-01 00:00 UTC", "2026-01-02 00:00 UTC", "2026-01-03 00:00 UTC"])
     monkeypatch.setattr(environment, "collect", lambda: {"gpu": "FAKE_GPU", "date_utc": next(dates), "git_commit": "abc"})
 
+    cublas_ms = [1.0]   # the filtered run below times a faster cuBLAS
+
     def fake_group(prec, entries, shapes, settings, on_row=None, **kw):
         g = runner.GroupResult(prec)
         for s in shapes:
             for i, e in enumerate(entries):
-                r = measure.result_row(e, s, ms_median=1.0 + i, ms_q1=0.9, ms_q3=1.1, reps=5, rel_err=1e-7, tol=1e-5,
+                ms = cublas_ms[0] if e.family == "cublas" else 1.0 + len(e.label) % 5   # per kernel, any run
+                r = measure.result_row(e, s, ms_median=ms, ms_q1=0.9, ms_q3=1.1, reps=5, rel_err=1e-7, tol=1e-5,
                                status="ok", warmup_s=0.1)
                 g.rows.append(r)
                 on_row(r)
@@ -243,8 +246,17 @@ def test_reports_pipeline_without_gpu(tmp_path, monkeypatch):
     n_entries = sum(len(v) for v in plan.plan(plan.QUICK_PRECISIONS).values())
     assert len(data.results) == n_entries * len(plan.default_shapes(quick=True))
     assert (tmp_path / "README.md").exists()
+    cublas_ms[0] = 0.5
     assert cli.main(["reports", "--quick", "--precisions", "fp32", "--stages", "s01", "--out", str(tmp_path)]) == 0
     again = report.load(tmp_path / "data" / "FAKE_GPU")
+    key = ["family", "stage", "kind", "dtype", "layout", "M", "N", "K"]
+    pct = again.results.merge(data.results, on=key, suffixes=("", "_was")).set_index(key)
+    s01 = pct.index.get_level_values("stage") == "s01_naive"
+    others = ~s01 & (pct.index.get_level_values("family") != "cublas") & (pct.index.get_level_values("dtype") == "fp32")
+    assert others.any() and (pct.loc[others, "pct_cublas"] == pct.loc[others, "pct_cublas_was"]).all(), \
+        "recorded rows keep their % of their own run's cuBLAS"
+    assert s01.any() and pct.loc[s01, "pct_cublas"].to_numpy() == pytest.approx(
+        pct.loc[s01, "pct_cublas_was"].to_numpy() / 2, rel=1e-4), "new rows: against the cuBLAS timed beside them"
     assert len(again.results) == len(data.results)  # filtered run replaced its rows, kept the rest
     # ... and says so: the recorded run's environment stays, the filtered run is listed in it with
     # the rows it measured, and each row names the run that measured it
