@@ -370,13 +370,15 @@ cudaError_t launch_cfg(const gemm::ScaledProblem<OutT>& p, cudaStream_t stream) 
 
 // The promoted default picks its tile width by the useful fraction of the persistent grid's
 // work (waves x SMs x tile, last wave and ragged N included) times the width's own speed where
-// that fraction is equal. At real clocks the 192-wide tile does 7-10% more per element than the
-// 128-wide one where both fill whole waves (4224 x 4608 x 4096, H100, CUDA graphs), and beat it by
-// 3-7 points at 2048 x 11008 / 14336 x 4096, where its waves fill 8-9% worse: so 192 wins
-// wherever its fill is within 10% of 128's. (Base-clock ncu cycles had put the gap at 1-2%. A
-// 128x256 tile on one temporary took 4-6% more cycles than 128 wide: dropped.)
+// that fraction is equal. Per useful tile both widths take 1.00-1.04x cuBLAS's cycles (ncu, base
+// clocks, six shapes) except at 8192^3: 128 wide 1.09-1.12x, 192 wide 1.01-1.02x; so 192 wins
+// wherever it fills its waves within 2% as well as 128. (A 128x256 tile on one temporary took
+// 4-6% more cycles than 128 wide at five of those shapes and as many at 8192^3: dropped.)
+// Short bursts at real clocks favour 192 by 7-10% per element, but in the study's sustained runs
+// at the 700 W cap it ran 5-6% fewer TFLOP/s than 128 wide at 2048 x 11008 / 14336 x 4096 (log,
+// sessions 51-52): the factor stays 1.02.
 constexpr int PROMOTED_BN[] = {Promoted::BN, Promoted192::BN};
-constexpr float PROMOTED_SPEED[] = {1.0f, 1.10f};
+constexpr float PROMOTED_SPEED[] = {1.0f, 1.02f};
 inline float useful(int M, int N, int bn, int sms) {
   const int tiles = gemm::cdiv(M, BM) * gemm::cdiv(N, bn);
   return float(M) * N / (float(gemm::cdiv(tiles, sms)) * sms * BM * bn);
