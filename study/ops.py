@@ -21,6 +21,12 @@ Python autograd layer (about 8 us more per call, measured on the CPU machine wit
 these ops have no autograd formula: study.Linear and study.use differentiate through
 nn.MatmulFn. Functional gemm with c copies c into its fresh output first (an operator may not
 return an alias of its input); gemm_ writes c in place (torch.compile functionalises it).
+
+`study.gemm` / `study.gemm_` (the Python functions below) call the implementation directly where
+the dispatcher would only hand it over unchanged: not under torch.compile, no torch function or
+dispatch mode active, no profiler recording, plain tensors (or Parameters). That skips the 3-6 us
+of host time a Python-implemented operator costs per call (overhead.py's `torch.ops no-op`);
+anywhere else, and for `torch.ops.study.*` called by name, the call goes through the operator.
 """
 from __future__ import annotations
 
@@ -158,16 +164,44 @@ def define(factory):
     _factory = factory
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _direct(tensors) -> bool:
+    """Whether the operator would hand this call to its implementation unchanged (module docstring):
+    then study.gemm / gemm_ call the implementation themselves."""
+    return (not torch.compiler.is_compiling() and not torch._C._len_torch_dispatch_stack()
+            and not torch._C._has_torch_function(tensors) and not torch._C._autograd._profiler_enabled()
+            and all(t is None or type(t) in _PLAIN for t in tensors))
+
+
+def _config(family, fast_accum, config) -> int:
+    """config as the ops take it (-1: the stage's default), after the type checks their schema would
+    make (and stricter: fast_accum a bool, not any int)."""
+    if not isinstance(family, str):
+        raise TypeError(f"family must be a str, got {type(family).__name__}")
+    if type(fast_accum) is not bool:
+        raise TypeError(f"fast_accum must be a bool, got {type(fast_accum).__name__}")
+    if config is not None and (type(config) is not int or config < 0):
+        raise TypeError(f"config must be None or an int >= 0 (a stage's config index), got {config!r}")
+    return -1 if config is None else config
+
+
 def gemm(family: str, name, a, b, c=None, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None,
          fast_accum=False, config=None):
     """`torch.ops.study.gemm`: alpha * A @ B + beta * C as a new tensor, traceable by torch.compile."""
-    return torch.ops.study.gemm(family, str(name), a, b, c, alpha, beta, scale_a, scale_b, fast_accum,
-                                -1 if config is None else config)
+    config = _config(family, fast_accum, config)
+    if _direct((a, b, c, scale_a, scale_b)):
+        return _gemm(family, str(name), a, b, c, alpha, beta, scale_a, scale_b, fast_accum, config)
+    return torch.ops.study.gemm(family, str(name), a, b, c, alpha, beta, scale_a, scale_b, fast_accum, config)
 
 
 def gemm_(family: str, name, a, b, c, *, alpha=1.0, beta=0.0, scale_a=None, scale_b=None, fast_accum=False,
           config=None):
     """`torch.ops.study.gemm_`: C = alpha * A @ B + beta * C in place; returns c."""
-    torch.ops.study.gemm_(family, str(name), a, b, c, alpha, beta, scale_a, scale_b, fast_accum,
-                          -1 if config is None else config)
+    config = _config(family, fast_accum, config)
+    if _direct((a, b, c, scale_a, scale_b)):
+        _gemm_(family, str(name), a, b, c, alpha, beta, scale_a, scale_b, fast_accum, config)
+    else:
+        torch.ops.study.gemm_(family, str(name), a, b, c, alpha, beta, scale_a, scale_b, fast_accum, config)
     return c

@@ -13,7 +13,9 @@ run in rounds, interleaved, and each figure is the median over `rounds`.
 Paths: "torch.mm" and "F.linear" (the baselines), "launch only" (the stage's launcher called with
 pre-checked arguments: the raw-pointer binding, or the Triton file's matmul; what no wrapper can
 save), "study.kernel" (every check, C allocated), "study.kernel, c given", "check_operands" alone,
-"torch.ops.study.gemm" / "gemm_" (the custom ops, eager), "study.Linear" (no grad) and
+"study.gemm" (the op's Python function: eager, it calls the implementation itself, ops.py),
+"torch.ops.study.gemm" / "gemm_" (the custom ops called by name, through torch's dispatcher, as
+compiled code without CUDA graphs calls them), "study.Linear" (no grad) and
 "study.use F.linear" (a routed F.linear inside the mode). Three rows time torch's own machinery
 that a path is built on, doing no GEMM, so that what the study adds can be told from what torch
 costs: "nn.Linear" (torch's module, what study.Linear replaces), "torch.ops no-op" (an operator
@@ -74,6 +76,7 @@ def _paths(k, family: str, name: str, a, w, c) -> dict:
         "study.kernel, c given": lambda: k(a, b, c),
         "check_operands": lambda: check_operands(k.precisions, getattr(k, "layouts", k.layout), a, b, None,
                                                  allow_cpu=k._allow_cpu()),
+        "study.gemm": lambda: ops.gemm(family, name, a, b),
         "torch.ops.study.gemm": lambda: torch.ops.study.gemm(family, name, a, b),
         "torch.ops.study.gemm_": lambda: torch.ops.study.gemm_(family, name, a, b, c),
         "study.Linear": lambda: layer(a),

@@ -99,13 +99,14 @@ def test_overhead_rows_and_references(k):
 
     df = overhead.measure(*SPEC, shape=(8, 8, 8), calls=3, rounds=3, device="cpu").set_index("path")
     assert {"nn.Linear", "torch.ops no-op", "F.linear, pass-through mode", "study.Linear", "study.use F.linear",
-            "torch.ops.study.gemm"} <= set(df.index)
+            "torch.ops.study.gemm", "study.gemm"} <= set(df.index)
     rounds = df.attrs["us_host_rounds"]
 
     def paired(path, ref):   # the median over rounds of the difference within each round
         return statistics.median(x - y for x, y in zip(rounds[path], rounds[ref]))
     for path, ref in (("study.Linear", "nn.Linear"), ("study.use F.linear", "F.linear"),
-                      ("torch.ops.study.gemm", "torch.mm"), ("F.linear, pass-through mode", "F.linear")):
+                      ("torch.ops.study.gemm", "torch.mm"), ("study.gemm", "torch.mm"),
+                      ("F.linear, pass-through mode", "F.linear")):
         assert len(rounds[path]) == 3 and df.loc[path, "us_host"] == pytest.approx(statistics.median(rounds[path]))
         assert df.loc[path, "us_over_torch"] == pytest.approx(paired(path, ref))
         assert df.loc[path, "us_over_mm"] == pytest.approx(paired(path, "torch.mm"))
@@ -146,3 +147,62 @@ def test_linear_without_grad_compiles_fullgraph(k):
         y_eager = layer(x)
     assert torch.equal(y, y_eager) and "_kept_t" in layer.__dict__
     torch.testing.assert_close(y, (x.double() @ layer.weight.double().t()).to(x.dtype) + layer.bias)
+
+
+def test_study_gemm_calls_the_implementation_directly_only_where_the_operator_would(k, monkeypatch):
+    """study.gemm / gemm_ skip torch's dispatcher for a plain eager call (same result as the op),
+    and go through torch.ops.study.* wherever a mode or the profiler would see the operator."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import study
+
+    a, b = torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(16, 8, dtype=torch.bfloat16)
+    want = (a.double() @ b.double()).to(a.dtype)
+    direct = []   # ops._direct's answers, in call order
+    monkeypatch.setattr(ops, "_direct", lambda t, _real=ops._direct: direct.append(_real(t)) or direct[-1])
+    torch.testing.assert_close(study.gemm(*SPEC, a, b), want)
+    c = torch.empty(4, 8, dtype=torch.bfloat16)
+    assert study.gemm_(*SPEC, a, b, c) is c
+    torch.testing.assert_close(c, want)
+    torch.testing.assert_close(study.gemm(*SPEC, torch.nn.Parameter(a, requires_grad=False), b), want)
+    assert direct == [True, True, True]
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    class Passing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Seen() as seen:
+        torch.testing.assert_close(study.gemm(*SPEC, a, b), want)
+    assert "study.gemm.default" in seen.ops
+    with Passing():
+        c.zero_()
+        study.gemm_(*SPEC, a, b, c)
+    torch.testing.assert_close(c, want)
+    with torch.autograd.profiler.profile() as prof:
+        study.gemm(*SPEC, a, b)
+    assert "study::gemm" in {e.name for e in prof.function_events}
+    assert direct == [True, True, True, False, False, False]
+
+
+@pytest.mark.parametrize("kw, msg", [({"fast_accum": 1}, "fast_accum must be a bool"),
+                                     ({"config": "3"}, "config must be None or an int"),
+                                     ({"config": -2}, "config must be None or an int")])
+def test_study_gemm_refuses_mistyped_options(k, kw, msg):
+    import study
+
+    a = torch.randn(4, 16, dtype=torch.bfloat16)
+    for call in (lambda: study.gemm(*SPEC, a, a.t(), **kw), lambda: study.gemm_(*SPEC, a, a.t(), torch.empty(4, 4), **kw)):
+        with pytest.raises(TypeError, match=msg):
+            call()
+    with pytest.raises(TypeError, match="family must be a str"):
+        study.gemm(None, "s11", a, a.t())
