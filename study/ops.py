@@ -24,9 +24,10 @@ return an alias of its input); gemm_ writes c in place (torch.compile functional
 
 `study.gemm` / `study.gemm_` (the Python functions below) call the implementation directly where
 the dispatcher would only hand it over unchanged: not under torch.compile, no torch function or
-dispatch mode active, no profiler recording, plain tensors (or Parameters). That skips the 3-6 us
-of host time a Python-implemented operator costs per call (overhead.py's `torch.ops no-op`);
-anywhere else, and for `torch.ops.study.*` called by name, the call goes through the operator.
+dispatch mode active, no profiler recording, no torch.jit.trace or torch.func transform, plain
+tensors (or Parameters). That skips the 3-6 us of host time a Python-implemented operator costs
+per call (overhead.py's `torch.ops no-op`); anywhere else, and for `torch.ops.study.*` called by
+name, the call goes through the operator.
 """
 from __future__ import annotations
 
@@ -172,6 +173,7 @@ def _direct(tensors) -> bool:
     then study.gemm / gemm_ call the implementation themselves."""
     return (not torch.compiler.is_compiling() and not torch._C._len_torch_dispatch_stack()
             and not torch._C._has_torch_function(tensors) and not torch._C._autograd._profiler_enabled()
+            and torch._C._get_tracing_state() is None and not torch._C._are_functorch_transforms_active()
             and all(t is None or type(t) in _PLAIN for t in tensors))
 
 

@@ -4,6 +4,7 @@ kept W.T view), and study.overhead's rows and references."""
 from __future__ import annotations
 
 import statistics
+import warnings
 
 import pytest
 import torch
@@ -191,7 +192,15 @@ def test_study_gemm_calls_the_implementation_directly_only_where_the_operator_wo
     with torch.autograd.profiler.profile() as prof:
         study.gemm(*SPEC, a, b)
     assert "study::gemm" in {e.name for e in prof.function_events}
-    assert direct == [True, True, True, False, False, False]
+    with warnings.catch_warnings():   # torch.jit.trace is deprecated, and still traces
+        warnings.simplefilter("ignore", DeprecationWarning)
+        traced = torch.jit.trace(lambda x: study.gemm(*SPEC, x, b), (a,), check_trace=False)
+    assert "study::gemm" in str(traced.graph)
+    try:   # the op has no batching rule: vmap may refuse it, but must not bypass it
+        torch.func.vmap(lambda x: study.gemm(*SPEC, x, b))(a[None])
+    except Exception:
+        pass
+    assert direct == [True, True, True, False, False, False, False, False]
 
 
 @pytest.mark.parametrize("kw, msg", [({"fast_accum": 1}, "fast_accum must be a bool"),
