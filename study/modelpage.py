@@ -21,6 +21,8 @@ from .tables import fmt
 LOSS_ABS = 0.05      # nats: a floor, so that a yardstick that happens to track torch closely is no trap
 LOSS_FACTOR = 2.0
 HOST_TARGET_US = 10.0    # a call through the public API: at most this much more host time than torch.mm
+PUBLIC_PATHS = ("study.kernel", "study.kernel, c given", "study.gemm", "study.Linear", "study.use F.linear")
+BY_NAME = ("torch.ops.study.gemm", "torch.ops.study.gemm_")   # the ops as compiled code calls them
 TORCH, YARD = "torch:cublas", "torch:fp32_gemm"
 
 
@@ -120,6 +122,25 @@ def overhead(m: pd.DataFrame) -> pd.DataFrame:
     return t.reset_index().rename(columns={"variant": "stage"})
 
 
+def overhead_verdict(m: pd.DataFrame) -> str:
+    """One sentence: the public API's slowest path against HOST_TARGET_US, then the ops called by
+    name and the dispatcher's own price (the no-op's time) where recorded; "" without those rows."""
+    df = _rows(m, "host_us_over_torch")
+    pub = df[df["note"].isin(PUBLIC_PATHS)].dropna(subset=["value"])
+    if pub.empty:
+        return ""
+    worst = pub.loc[pub["value"].idxmax()]
+    out = (f"The public API's slowest path is {worst['note']} on {_name(worst['variant'])} at "
+           f"{worst['value']:+.1f} us, {'within' if worst['value'] <= HOST_TARGET_US else '**over**'} the target")
+    named = df[df["note"].isin(BY_NAME)]["value"].dropna()
+    if len(named):
+        noop = _rows(m, "host_us").query("note == 'torch.ops no-op'")["value"].dropna()
+        price = f", {noop.min():.1f}-{noop.max():.1f} us of it torch's dispatcher (the no-op's own time)" if len(noop) else ""
+        out += (f"; the operators called by name (`torch.ops.study.gemm` / `gemm_`, as compiled code without CUDA "
+                f"graphs calls them) take up to {named.max():+.1f} us{price}")
+    return out + "."
+
+
 def failures(m: pd.DataFrame) -> pd.DataFrame:
     f = m[m["what"] == "failed"]
     return pd.DataFrame({"variant": _v(f), "what failed": f["note"]}) if len(f) else pd.DataFrame()
@@ -174,7 +195,8 @@ def page(data: Data, table) -> str:
                       "`nn.Linear` (over `F.linear`), `torch.ops no-op` (an operator with the study op's schema "
                       "and a Python implementation that returns at once: the dispatcher's price, over `torch.mm`) and "
                       "`F.linear, pass-through mode` (F.linear inside a mode that routes nothing, over `F.linear`)."
-                      if floors else "") + "\n\n" + table(ov))
+                      if floors else "") + "\n\n" + table(ov)
+                   + (f"\n\n{verdict}" if (verdict := overhead_verdict(m)) else ""))
     fails = failures(m)
     if len(fails):
         out.append("## What did not run\n\n" + table(fails))

@@ -94,7 +94,11 @@ def _rows() -> pd.DataFrame:
         rows.append((fam, stage, "decode_tokens_per_s", 16, 1e5, "tokens/s", "graph"))
         if fam != "torch":
             rows += [(fam, stage, "host_us_over_torch", 64, 3.5, "us per call", "study.kernel"),
-                     (fam, stage, "host_us_over_torch", 64, 1.5, "us per call", "launch only")]
+                     (fam, stage, "host_us_over_torch", 64, 1.5, "us per call", "launch only"),
+                     (fam, stage, "host_us_over_torch", 64, {"cuda": 4.5, "triton": 12.0}[fam], "us per call",
+                      "study.use F.linear"),
+                     (fam, stage, "host_us_over_torch", 64, 11.0, "us per call", "torch.ops.study.gemm"),
+                     (fam, stage, "host_us", 64, {"cuda": 3.0, "triton": 4.0}[fam], "us per call", "torch.ops no-op")]
     rows.append(("triton", "s14_stream_k", "failed", math.nan, math.nan, "", "train: ValueError: refused"))
     df = pd.DataFrame(rows, columns=["family", "stage", "what", "size", "value", "unit", "note"])
     df.insert(0, "gpu", "NVIDIA_H100_80GB_HBM3")
@@ -122,6 +126,12 @@ def test_model_page_from_rows():
     assert "is measured, after every GPU's other work, on a quiet host. Target" in modelpage.page(quiet, pages.table)
     best = modelpage.mlp_best(m)
     assert set(best["family"]) == {"cuda", "triton"} and (best[best["family"] == "cuda"]["x torch"] > 1).all()
+    assert ("The public API's slowest path is study.use F.linear on triton s12_tma_wgmma at +12.0 us, **over** "
+            "the target; the operators called by name") in text
+    assert "take up to +11.0 us, 3.0-4.0 us of it torch's dispatcher (the no-op's own time)." in text
+    fast = m[~((m["what"] == "host_us_over_torch") & (m["value"] > 10))]
+    assert "at +4.5 us, within the target" in modelpage.overhead_verdict(fast)
+    assert modelpage.overhead_verdict(m[m["what"] != "host_us_over_torch"]) == ""
     found = modelpage.findings(data)
     assert found[0].startswith("A Llama MLP block (bf16) through the fastest stage runs at 1.11x torch at M = 16")
     assert "1 of 2 stay within" in found[1] and "(NVIDIA_H100_80GB_HBM3/model.md)" in found[1]
