@@ -1,6 +1,6 @@
 """Triton s14 (stream-K / split-K) under the Triton interpreter on CPU: the generic interpreter
 shapes never split a tile, so this forces every decomposition (uneven stream-K shares, split-K,
-data-parallel by each of plan()'s rules, one K step per program, ragged N and K tails, two token
+data-parallel by each of plan()'s rules and the wide tiles, one K step per program, ragged N and K tails, two token
 tiles) in every layout the header lists, and checks the result against fp64 (the tolerance policy), bitwise
 repeatability, and that the fixup leaves its tile counters at zero. The small-M (swap AB) tiles
 read each operand in the other major order than the unswapped problem; TN stores A as (K, M),
@@ -31,7 +31,9 @@ cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (192, 128, 256, None, 1.0, 0.5),  # plan(): one wave of 128x64 token tiles (data-parallel)
     (8, 296, 520, None, 1.5, 0.5),  # plan(): 128-row weight tiles, one each (3 of 3 SMs), ragged N, K
     (136, 104, 72, None, 1.0, 0.0),  # plan(): 3 token tiles of 64, the last part-filled, ragged N
-    (100, 264, 136, None, 1.0, 0.5)]  # plan(): 128 x 64 tiles, two per SM (6 on 3 SMs), ragged N and M
+    (100, 264, 136, None, 1.0, 0.5),  # plan(): 128 x 64 tiles, two per SM (6 on 3 SMs), ragged N and M
+    (200, 328, 136, (128, 64), 1.5, 0.5),  # WIDE_TILES (forced: 3 SMs never fit them): 128 + 64-row
+    (136, 232, 72, (128, 64, 32), 1.0, 0.0)]  # dots, ragged M and N; 128 + 64 + 32, the last piece part-filled
 dp_fill = mod.DP_FILL   # the 128-row data-parallel rule: on for its own case only (the others keep
                         # the 64-row tiles they were written for)
 # TN: M to 16-byte rows of A stored (K, M) (3 -> 8, 1 -> 8, 150 -> 152), K ragged where it was 200
@@ -52,7 +54,9 @@ for layout in stage.layouts:
             assert (p.name, p.programs, p.block_n) == ("data-parallel", 3, 128), p
         if (M, N) in ((100, 264), (104, 264)):
             assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", 6, 128, 64), p
-        if progs is not None:
+        if isinstance(progs, tuple):
+            p = mod.Plan("data-parallel", 128, 0, 2, 8, sum(progs), 64, progs)
+        elif progs is not None:
             p = mod.Plan("forced", p.block_t, progs, p.stages, p.warps, p.block_n, p.block_k)
         why = mod.unsupported(a, b, c0, layout=layout)
         res = []
@@ -83,4 +87,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 12 * len(find("triton", "s14").layouts) and not bad, bad
+    assert len(cases) == 14 * len(find("triton", "s14").layouts) and not bad, bad

@@ -159,7 +159,7 @@ def test_triton_data_parallel_weight_tiles(triton_s14):
         assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", programs, 128, bt), (M, N, K, p)
     for shape in ((16, 4096, 11008), (16, 20000, 4096)):   # 32 tiles: 24% of the SMs; 157: over a wave
         assert plan(*shape, SMS).block_n == 64 and plan(*shape, SMS).programs == SMS, shape
-    assert plan(136, 11008, 4096, SMS).name == "data-parallel (s13)"     # M > 128: s13's tiles
+    assert plan(136, 11008, 4096, SMS).pieces == (128, 64)               # M > 128: the wide tiles
 
 
 def test_triton_pair_tiles(triton_s14):
@@ -194,7 +194,30 @@ def test_triton_part_filled_token_tiles(triton_s14):
     assert plan(100, 4096, 11008, SMS).block_t == 128
     p = plan(136, 1024, 4096, SMS)                           # 48 / 80 tiles: under 70% of the SMs
     assert p.programs == SMS and p.block_n == 256, p
-    assert plan(200, 11008, 4096, SMS).name == "data-parallel (s13)"   # 4 x 86 tiles: over a wave
+    assert plan(200, 11008, 4096, SMS).pieces == (128, 64)   # 4 x 86 token tiles: over a wave; wide tiles
+
+
+def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
+    """M = 129-256 where no wave of token tiles fits: 128 tokens x 192 / 224 weight rows as 128 + 64
+    (+ 32)-row dots, one tile per program, the narrowest that fits one wave at 85-100% of the SMs;
+    beta != 0 alike; other M, and N whose tiles fill less, keep their rules."""
+    plan = triton_s14.plan
+    for (M, N, K), (programs, pieces) in {(256, 11008, 4096): (116, (128, 64)), (129, 11008, 4096): (116, (128, 64)),
+                                          (256, 14336, 4096): (128, (128, 64, 32)), (200, 14336, 64): (128, (128, 64, 32)),
+                                          (200, 11001, 264): (116, (128, 64))}.items():   # the last: the GPU suite's
+        for beta in (0.0, 0.5):
+            p = plan(M, N, K, SMS, beta)
+            assert (p.name, p.programs, p.block_t, p.block_n, p.block_k, p.pieces) == (
+                "data-parallel", programs, 128, sum(pieces), 64, pieces), (M, N, K, p)
+    for shape in ((128, 11008, 4096), (257, 11008, 4096),   # one token tile; three
+                  (256, 8192, 4096), (256, 10000, 4096),    # 86 / 106 tiles of 192: under 85% of the SMs
+                  (256, 16384, 4096)):                      # 148 of 224: over a wave
+        assert not plan(*shape, SMS).pieces, shape
+    import torch
+
+    monkeypatch.setattr(triton_s14, "_sms", lambda a: SMS)
+    assert triton_s14.decomposition(torch.empty(256, 4096), torch.empty(4096, 11008)) == \
+        "data-parallel, A-B, 128x192x64 tiles (M x N x K) as 128 + 64-row dots, 116 programs"
 
 
 def test_racecheck_shapes_take_the_paths_they_stand_for(plans):

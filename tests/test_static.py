@@ -512,12 +512,13 @@ def test_sass_counts_read_each_cubin_once(tmp_path, monkeypatch):
 
 
 # Triton s14's decode plans: a shape for each tile config its plan() can pick (TILES by token
-# count, WAVE_TILES, DP_TILES, PAIR_TILE), M a multiple of 8 and N, K of 8 so every layout takes them; the
+# count, WAVE_TILES, DP_TILES, PAIR_TILE, WIDE_TILES), M a multiple of 8 and N, K of 8 so every layout takes them; the
 # generic sizes above run s13's tiles or the large-M config only.
 S14_DECODE = [(8, 4096, 4096), (32, 4096, 4096), (40, 4104, 4104), (104, 4104, 4104), (200, 4104, 4104),
               (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (16, 11008, 4096), (32, 11008, 4096),
               (64, 14336, 4096), (300, 1000, 2056),   # M > 256: stream-K's 256 x 64 tiles (beta != 0)
-              (128, 11008, 4096)]   # PAIR_TILE: two programs per SM
+              (128, 11008, 4096),   # PAIR_TILE: two programs per SM
+              (256, 11008, 4096), (200, 14336, 4096)]   # WIDE_TILES: 128 + 64 and 128 + 64 + 32-row dots
 SM90_SMEM_PER_SM = 233472   # 228 KB an SM, of which 1 KB is reserved per resident block
 
 
@@ -544,6 +545,8 @@ def test_triton_s14_decode_configs_compile_without_spills(layout):
             if fn.__name__ == "s14_stream_k_kernel":
                 compiled.add((consts["BLOCK_N"], consts["BLOCK_T"], consts["BLOCK_K"], opts["num_stages"],
                               opts["num_warps"]))
+            if fn.__name__ == "s14_stream_k_wide_kernel":
+                compiled.add(tuple(w for w in (consts["W0"], consts["W1"], consts["W2"]) if w))
             ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=opts)
             res = _cuobjdump(["-res-usage"], ck.asm["cubin"])
             local = max(int(x) for x in re.findall(r"(?:LOCAL|STACK):(\d+)", res))
@@ -557,7 +560,7 @@ def test_triton_s14_decode_configs_compile_without_spills(layout):
                     and 2 * (ck.metadata.shared + 1024) > SM90_SMEM_PER_SM:
                 problems.append(f"{tag}: {ck.metadata.shared} bytes of shared memory: two programs do not fit an SM")
     tables = ({cfg for _, cfg in mod.TILES} | set(mod.WAVE_TILES) | {cfg for _, cfg in mod.DP_TILES}
-              | {mod.PAIR_TILE})
+              | {mod.PAIR_TILE} | set(mod.WIDE_TILES))
     assert tables <= compiled, f"plan configs no shape here compiles: {sorted(tables - compiled)}"
     assert not problems, f"s14 {layout}:\n" + "\n".join(problems)
 

@@ -8,14 +8,14 @@ Why:    x @ W.T, M = 1..64 tokens, W [4096, 4096] bf16: 32 MB to stream once at 
         128x256 tiles give 16 programs, 12% of 132 SMs pulling HBM. Here 64 tiles x 16 K steps
         (BK 256) = 1024 steps / 128 programs: each SM streams 256 KB in 512-byte row runs with
         4 x 40 KB in flight; pieces cost 2 x 4 KB of fp32 partials per program.
-Expect: 0.66-1.07x cuBLAS at M <= 256 (0.66: s13's autotune pick), 0.98-1.07x at M <= 64 (bf16 NT)
+Expect: 0.9-1.07x cuBLAS on the decode layer shapes at M <= 256, 0.98-1.07x at M <= 64 (bf16 NT)
 Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT,
         a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
         sums its pieces in program order. Workspace per device, grown and reused: 256 KB of
         counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. Where no
-        one-wave or two-per-SM tiling (up to 128 tokens) fits and beta == 0, M > 64 with >= 40 s13
-        tiles or M > 128 with < 16 K steps a program runs s13
+        one-wave tiling (192/224-row weight tiles at M = 129-256) or two-per-SM tiling fits and
+        beta == 0, M > 64 with >= 40 s13 tiles or M > 128 with < 16 K steps a program runs s13
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s14_stream_k.cu
 Log:    docs/stages/s14_stream_k.md
@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 from study.operands import TRANSPOSED
+from study.tritonepilogue import store_c_in_parts
 from study.tritonlib import INTERPRET, c_vector_width, store_c_tile, tma_unsupported
 from study.tritonlaunch import cdiv, descriptor, replay
 
@@ -74,6 +75,18 @@ DP_FILL = 0.6
 # H100 bf16, 128 x 11008 / 14336 x 4096: s13 0.91 / 0.93-0.96 -> 0.94-0.95 / 0.96-0.98x cuBLAS;
 # stream-K over these tiles 0.46-0.52x (docs/stages/s14_stream_k.md, session 45).
 PAIR_TILE = (128, 64, 64, 4, 4)
+# M = 129-256 (two token tiles of 128, the last part-filled) against ~11-15k weight rows, where no
+# wave of token tiles fits: x as wgmma's A (not swapped), weight tiles of 192 or 224 rows as one
+# dot per power-of-two piece (Triton tiles are powers of two; CUDA s14 runs 168-row tiles here),
+# one tile per program where the narrowest of them makes WIDE_FILL-100% of the SMs (11008 rows:
+# 2 x 58 = 116 tiles of 192, 14336: 2 x 64 = 128 of 224). Each program then reads its x and weight
+# tiles once (the study's decode shapes are bound by each SM's ingest from L2 here: 128x256 tiles
+# keep 86 SMs busy at 256 x 11008). H100 bf16, 256 x 11008 / 14336 x 4096: s13 0.77 / 0.86 ->
+# 0.96 / 0.91x cuBLAS, 200 x 14336 0.85 -> 0.90, 160 x 11008 0.74 -> 0.82; pieces of 32 and 16
+# rows (128 + 32 + 16, 126 tiles) ran 0.54-0.78, 64 + 64 + 64 below 128 + 64 (log, session 52).
+WIDE_TILES = [(128, 64), (128, 64, 32)]   # weight rows per dot, narrowest tile first
+WIDE_BLOCK = (128, 64, 5, 8)              # tokens, K step, stages (200-220 KB), warps
+WIDE_FILL = 0.85
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
 SPLIT_MIN_STEPS = 16   # M > 128: a split of fewer K steps per program runs s13 instead (beta == 0;
@@ -88,8 +101,9 @@ class Plan:
     programs: int    # persistent programs (grid size)
     stages: int
     warps: int
-    block_n: int     # weight rows per tile (the M side of wgmma)
+    block_n: int     # weight rows per tile (the M side of wgmma; the N side where `pieces`)
     block_k: int
+    pieces: tuple = ()   # WIDE_TILES: not swapped, one dot per piece of block_n weight rows
 
 
 # --- stream-K helpers: who owns an iteration, a piece, the fixup of a shared tile ---------------
@@ -234,6 +248,68 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
                                   k_steps, tiles_t, BLOCK_N, BLOCK_T, C_VEC, BETA_ZERO, FIX_BATCH)
 
 
+@triton.jit
+def s14_stream_k_wide_dot_kernel(acc, x, w_desc, n0, k0, LAYOUT: tl.constexpr):
+    """acc += x @ (this piece of the weight tile)^T: NT's W [N, K] box by box; NN/TN's B [K, N]."""
+    if LAYOUT == "NT":
+        w = w_desc.load([n0, k0]).T      # box [W, BLOCK_K]
+    else:
+        w = w_desc.load([k0, n0])        # box [BLOCK_K, W]
+    return tl.dot(x, w, acc)
+
+
+@triton.jit
+def s14_stream_k_wide_store_kernel(c_ptr, acc, m0, n0, M, N, ldc, alpha, beta, BLOCK_M: tl.constexpr,
+                                   W: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr):
+    """store_c_tile's epilogue for one piece, whose first column n0 is a multiple of 32, not of W."""
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.max_contiguous(tl.multiple_of(n0 + tl.arange(0, W), 32), W)
+    c_rows = offs_m * ldc
+    n_lim = tl.full((W,), N, tl.int32)
+    if C_VEC > 1:
+        c_rows = tl.multiple_of(c_rows, C_VEC)
+        n_lim = tl.multiple_of(n_lim, C_VEC)
+    if BETA_ZERO and C_VEC > 1:
+        mask = (offs_m[:, None] < M) & (offs_n < n_lim)[None, :]
+        tl.store(c_ptr + c_rows[:, None] + offs_n[None, :], (alpha * acc).to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        store_c_in_parts(c_ptr, alpha * acc, offs_m, offs_n, M, n_lim, ldc, beta, BLOCK_M, W, C_VEC, BETA_ZERO)
+
+
+@triton.jit
+def s14_stream_k_wide_kernel(x_desc, w0_desc, w1_desc, w2_desc, c_ptr, M, N, K, ldc, alpha, beta,
+                             BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, W0: tl.constexpr, W1: tl.constexpr,
+                             W2: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr, LAYOUT: tl.constexpr):
+    # WIDE_TILES: one tile of BLOCK_M tokens x (W0 + W1 + W2) weight rows per program, x as wgmma's
+    # A (not swapped), a dot per piece (W2 or W1 and W2 may be 0: no piece). The token tiles of one
+    # weight tile are neighbouring programs, so the weight streams from HBM once.
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    m0 = (pid % tiles_m) * BLOCK_M
+    n0 = (pid // tiles_m) * (W0 + W1 + W2)
+    acc0 = tl.zeros((BLOCK_M, W0), dtype=tl.float32)
+    acc1 = tl.zeros((BLOCK_M, W1 if W1 > 0 else 16), dtype=tl.float32)
+    acc2 = tl.zeros((BLOCK_M, W2 if W2 > 0 else 16), dtype=tl.float32)
+    for kk in range(0, tl.cdiv(K, BLOCK_K)):
+        k0 = kk * BLOCK_K
+        if LAYOUT == "TN":
+            x = x_desc.load([k0, m0]).T                      # A stored (K, M): box [BLOCK_K, BLOCK_M]
+        else:
+            x = x_desc.load([m0, k0])                        # box [BLOCK_M, BLOCK_K]
+        acc0 = s14_stream_k_wide_dot_kernel(acc0, x, w0_desc, n0, k0, LAYOUT)
+        if W1 > 0:
+            acc1 = s14_stream_k_wide_dot_kernel(acc1, x, w1_desc, n0 + W0, k0, LAYOUT)
+        if W2 > 0:
+            acc2 = s14_stream_k_wide_dot_kernel(acc2, x, w2_desc, n0 + W0 + W1, k0, LAYOUT)
+    s14_stream_k_wide_store_kernel(c_ptr, acc0, m0, n0, M, N, ldc, alpha, beta, BLOCK_M, W0, C_VEC, BETA_ZERO)
+    if W1 > 0:
+        s14_stream_k_wide_store_kernel(c_ptr, acc1, m0, n0 + W0, M, N, ldc, alpha, beta, BLOCK_M, W1, C_VEC,
+                                       BETA_ZERO)
+    if W2 > 0:
+        s14_stream_k_wide_store_kernel(c_ptr, acc2, m0, n0 + W0 + W1, M, N, ldc, alpha, beta, BLOCK_M, W2, C_VEC,
+                                       BETA_ZERO)
+
+
 @functools.lru_cache(maxsize=None)
 def _num_sms(device_index):
     return torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -246,7 +322,7 @@ def plan(M, N, K, num_sms, beta=0.0):
     bn, bt, bk, stages, warps = next(cfg for m, cfg in TILES if m is None or M <= m)
     if K == 1:   # nothing to divide; Triton 3.6 fails to compile this kernel for K == 1 (its
         return Plan("data-parallel (s13)", bt, num_sms, stages, warps, bn, bk)   # constant 1: PassManager)
-    wave = _wave(M, N, num_sms)
+    wave = _wave(M, N, num_sms) or _wide(M, N, num_sms)
     if wave:
         return wave
     pair = _pair(M, N, num_sms)
@@ -280,6 +356,21 @@ def _wave(M, N, num_sms):
         return None
     tiles, _, (bn, bt, bk, stages, warps) = max(fits)
     return Plan("data-parallel", bt, tiles, stages, warps, bn, bk)
+
+
+def _wide(M, N, num_sms):
+    """WIDE_TILES data-parallel at M = 129-256 where the narrowest that fits one wave fills
+    WIDE_FILL-100% of the SMs, or None."""
+    bm, bk, stages, warps = WIDE_BLOCK
+    if not bm < M <= 2 * bm:
+        return None
+    for pieces in WIDE_TILES:
+        tiles = cdiv(M, bm) * cdiv(N, sum(pieces))
+        if tiles <= num_sms:
+            if tiles >= WIDE_FILL * num_sms:
+                return Plan("data-parallel", bm, tiles, stages, warps, sum(pieces), bk, pieces)
+            return None
+    return None
 
 
 def _pair(M, N, num_sms):
@@ -339,6 +430,9 @@ def decomposition(a, b, beta=0.0):
     if p.name.endswith("(s13)"):   # s13's own (autotuned) tiles
         return p.name
     programs = min(p.programs, cdiv(N, p.block_n) * cdiv(M, p.block_t) * cdiv(K, p.block_k))   # as launch()
+    if p.pieces:
+        return (f"{p.name}, A-B, {p.block_t}x{p.block_n}x{p.block_k} tiles (M x N x K) as "
+                f"{' + '.join(map(str, p.pieces))}-row dots, {p.programs} programs")
     return f"{p.name}, {p.block_n}x{p.block_t}x{p.block_k} tiles (N x M x K), {programs} programs"
 
 
@@ -366,6 +460,8 @@ def launch(a, b, c, alpha, beta, p, layout="NT"):
     if p.name == "data-parallel (s13)":
         return _s13().matmul(a, b, c, alpha=alpha, beta=beta, layout=layout)
     a_t, b_t = TRANSPOSED[layout]   # as stored: x (M, K) or TN's (K, M); W (N, K) for NT, else (K, N)
+    if p.pieces:
+        return _launch_wide(a, b, c, alpha, beta, p, layout, a_t, b_t)
     tiles = cdiv(N, p.block_n) * cdiv(M, p.block_t)
     T = tiles * cdiv(K, p.block_k)
     programs = min(p.programs, T)   # no empty shares: s14_stream_k_owner_kernel relies on it
@@ -378,6 +474,22 @@ def launch(a, b, c, alpha, beta, p, layout="NT"):
                                              BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
                                              THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p), LAYOUT=layout,
                                              num_warps=p.warps, num_stages=p.stages)
+    return c
+
+
+def _launch_wide(a, b, c, alpha, beta, p, layout, a_t, b_t):
+    """A WIDE_TILES plan: one program per tile, a weight descriptor per piece (an absent piece
+    passes the first one, unread)."""
+    M, K = a.shape
+    N = b.shape[1]
+    w = [descriptor(b, [wi, p.block_k] if b_t else [p.block_k, wi], b_t) for wi in p.pieces]
+    widths = list(p.pieces) + [0] * (3 - len(p.pieces))
+    w += [w[0]] * (3 - len(w))
+    x_desc = descriptor(a, [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k], a_t)
+    replay(s14_stream_k_wide_kernel)[(cdiv(M, p.block_t) * cdiv(N, p.block_n),)](
+        x_desc, *w, c, M, N, K, c.stride(0), float(alpha), float(beta), BLOCK_M=p.block_t, BLOCK_K=p.block_k,
+        W0=widths[0], W1=widths[1], W2=widths[2], C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0), LAYOUT=layout,
+        num_warps=p.warps, num_stages=p.stages)
     return c
 
 
