@@ -94,6 +94,8 @@ DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 2056), (1100, 8
                 (250, 4000, 1000), (100, 11001, 520), (120, 14300, 264), (200, 11001, 264),
                 # Triton s14's data-parallel 128-row weight tiles, one token tile (16 / 32 / 64 wide)
                 (1, 11001, 520), (24, 11000, 1000), (40, 14300, 264),
+                # Triton s14's 128-row x 64-token tiles, two per SM (100 x 11001 / 120 x 14300 above: one 128-row dot)
+                (100, 9001, 520),
                 # Triton s14's part-filled last token tile (M = 129-256), 128- and 64-row weight tiles
                 (136, 4100, 520), (160, 2050, 264)]
 # alpha/beta combinations: (alpha, beta); beta == 0 runs on a NaN-filled C.

@@ -163,12 +163,12 @@ def test_triton_data_parallel_weight_tiles(triton_s14):
 
 
 def test_triton_pair_tiles(triton_s14):
-    """M = 65-128 where no wave fits: 128-row x 64-token tiles, one per program (two per SM), where
-    they make 1-2 x the SMs' count; s13 above that (or at M > 128), the wave below it."""
+    """M = 65-128 where no wave or one-dot wide tile fits: 128-row x 64-token tiles, one per program
+    (two per SM), where they make 1-2 x the SMs' count; s13 above that (or at M > 128), the wave below it."""
     plan = triton_s14.plan
-    for (M, N, K), programs in {(128, 11008, 4096): 172, (128, 14336, 4096): 224, (100, 11008, 4096): 172,
-                                (65, 16896, 64): 264, (100, 11001, 520): 172,   # the last two: the GPU suite's
-                                (120, 14300, 264): 224}.items():
+    for (M, N, K), programs in {(128, 9216, 4096): 144, (100, 10112, 4096): 158, (65, 8449, 64): 134,
+                                (100, 9001, 520): 142}.items():   # the last: the GPU suite's
+        assert not plan(M, N, K, SMS).pieces
         for beta in (0.0, 0.5):
             p = plan(M, N, K, SMS, beta)
             assert (p.name, p.programs, p.block_n, p.block_t, p.block_k) == ("data-parallel", programs, 128, 64, 64), (
@@ -176,6 +176,7 @@ def test_triton_pair_tiles(triton_s14):
     assert plan(128, 20000, 4096, SMS).name == "data-parallel (s13)"     # 314 tiles: over two per SM
     assert plan(128, 4096, 4096, SMS).programs == 128                    # one wave of 64 x 64 tiles
     assert plan(64, 11008, 4096, SMS).block_t == 64 and plan(64, 11008, 4096, SMS).programs == 86
+    assert plan(128, 11008, 4096, SMS).pieces == (128,)                 # 86 tiles of 128: the wide kernel
 
 
 def test_triton_part_filled_token_tiles(triton_s14):
@@ -200,16 +201,21 @@ def test_triton_part_filled_token_tiles(triton_s14):
 def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
     """M = 129-256 where no wave of token tiles fits: 128 tokens x 192 / 224 weight rows as 128 + 64
     (+ 32)-row dots, one tile per program, the narrowest that fits one wave at 85-100% of the SMs;
-    beta != 0 alike; other M, and N whose tiles fill less, keep their rules."""
+    M = 65-128: one 128-row dot where its tiles fill 60-100%; beta != 0 alike; other M, and N whose
+    tiles fill less, keep their rules."""
     plan = triton_s14.plan
     for (M, N, K), (programs, pieces) in {(256, 11008, 4096): (116, (128, 64)), (129, 11008, 4096): (116, (128, 64)),
                                           (256, 14336, 4096): (128, (128, 64, 32)), (200, 14336, 64): (128, (128, 64, 32)),
-                                          (200, 11001, 264): (116, (128, 64))}.items():   # the last: the GPU suite's
+                                          (128, 11008, 4096): (86, (128,)), (128, 14336, 4096): (112, (128,)),
+                                          (65, 16896, 64): (132, (128,)), (100, 10113, 4096): (80, (128,)),
+                                          (200, 11001, 264): (116, (128, 64)),   # the GPU suite's
+                                          (100, 11001, 520): (86, (128,)), (120, 14300, 264): (112, (128,))}.items():
         for beta in (0.0, 0.5):
             p = plan(M, N, K, SMS, beta)
             assert (p.name, p.programs, p.block_t, p.block_n, p.block_k, p.pieces) == (
                 "data-parallel", programs, 128, sum(pieces), 64, pieces), (M, N, K, p)
-    for shape in ((128, 11008, 4096), (257, 11008, 4096),   # one token tile; three
+    for shape in ((64, 11008, 4096), (257, 11008, 4096),    # DP_TILES' token tile; three
+                  (128, 10112, 4096), (128, 16897, 4096),   # 79 / 133 tiles of 128: under 60% / over a wave
                   (256, 8192, 4096), (256, 10000, 4096),    # 86 / 106 tiles of 192: under 85% of the SMs
                   (256, 16384, 4096)):                      # 148 of 224: over a wave
         assert not plan(*shape, SMS).pieces, shape
@@ -218,6 +224,8 @@ def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
     monkeypatch.setattr(triton_s14, "_sms", lambda a: SMS)
     assert triton_s14.decomposition(torch.empty(256, 4096), torch.empty(4096, 11008)) == \
         "data-parallel, A-B, 128x192x64 tiles (M x N x K) as 128 + 64-row dots, 116 programs"
+    assert triton_s14.decomposition(torch.empty(128, 4096), torch.empty(4096, 14336)) == \
+        "data-parallel, A-B, 128x128x64 tiles (M x N x K), 112 programs"
 
 
 def test_racecheck_shapes_take_the_paths_they_stand_for(plans):

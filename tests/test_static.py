@@ -512,13 +512,14 @@ def test_sass_counts_read_each_cubin_once(tmp_path, monkeypatch):
 
 
 # Triton s14's decode plans: a shape for each tile config its plan() can pick (TILES by token
-# count, WAVE_TILES, DP_TILES, PAIR_TILE, WIDE_TILES), M a multiple of 8 and N, K of 8 so every layout takes them; the
+# count, WAVE_TILES, DP_TILES, PAIR_TILE, WIDE_TILES, WIDE_ONE), M a multiple of 8 and N, K of 8 so every layout takes them; the
 # generic sizes above run s13's tiles or the large-M config only.
 S14_DECODE = [(8, 4096, 4096), (32, 4096, 4096), (40, 4104, 4104), (104, 4104, 4104), (200, 4104, 4104),
               (64, 4096, 4096), (128, 4096, 4096), (256, 4096, 4096), (16, 11008, 4096), (32, 11008, 4096),
               (64, 14336, 4096), (300, 1000, 2056),   # M > 256: stream-K's 256 x 64 tiles (beta != 0)
-              (128, 11008, 4096),   # PAIR_TILE: two programs per SM
-              (256, 11008, 4096), (200, 14336, 4096)]   # WIDE_TILES: 128 + 64 and 128 + 64 + 32-row dots
+              (128, 9216, 4096),    # PAIR_TILE: two programs per SM
+              (256, 11008, 4096), (200, 14336, 4096),   # WIDE_TILES: 128 + 64 and 128 + 64 + 32-row dots
+              (128, 11008, 4096)]   # WIDE_ONE: one 128-row dot
 SM90_SMEM_PER_SM = 233472   # 228 KB an SM, of which 1 KB is reserved per resident block
 
 
@@ -560,7 +561,7 @@ def test_triton_s14_decode_configs_compile_without_spills(layout):
                     and 2 * (ck.metadata.shared + 1024) > SM90_SMEM_PER_SM:
                 problems.append(f"{tag}: {ck.metadata.shared} bytes of shared memory: two programs do not fit an SM")
     tables = ({cfg for _, cfg in mod.TILES} | set(mod.WAVE_TILES) | {cfg for _, cfg in mod.DP_TILES}
-              | {mod.PAIR_TILE} | set(mod.WIDE_TILES))
+              | {mod.PAIR_TILE} | set(mod.WIDE_TILES) | {mod.WIDE_ONE})
     assert tables <= compiled, f"plan configs no shape here compiles: {sorted(tables - compiled)}"
     assert not problems, f"s14 {layout}:\n" + "\n".join(problems)
 

@@ -14,7 +14,7 @@ Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1)
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
         sums its pieces in program order. Workspace per device, grown and reused: 256 KB of
         counters + 2 x P x BN x BT fp32 (<= 18 MB at 132 SMs), one stream at a time. Where no
-        one-wave tiling (192/224-row weight tiles at M = 129-256) or two-per-SM tiling fits and
+        one-wave tiling (128-token tiles at M = 65-256, not swapped) or two-per-SM tiling fits and
         beta == 0, M > 64 with >= 40 s13 tiles or M > 128 with < 16 K steps a program runs s13
 Dtype:  fp16, bf16 in / fp32 acc / same as in out        Arch: sm_90a      Layout: NT, NN, TN
 Pair:   cuda_src/s14_stream_k.cu
@@ -69,9 +69,9 @@ DP_TILES = [(16, (128, 16, 256, 3, 4)),      # 216 KB
             (32, (128, 32, 128, 5, 4)),      # 200 KB
             (64, (128, 64, 128, 4, 4))]      # 192 KB
 DP_FILL = 0.6
-# M = 65-128 where no wave fits and s13 would run: 128-row x 64-token tiles, one per program,
-# two programs per SM (112 KB of smem each, a 96 KB ring + the epilogue; tests/test_static.py
-# checks that two fit), where they make 1-2 x the SMs' count (N = 8449-16896).
+# M = 65-128 where no wave or WIDE_ONE fits and s13 would run: 128-row x 64-token tiles, one per
+# program, two programs per SM (112 KB of smem each, a 96 KB ring + the epilogue; tests/test_static.py
+# checks that two fit), where they make 1-2 x the SMs' count (N = 8449-10112 on 132 SMs).
 # H100 bf16, 128 x 11008 / 14336 x 4096: s13 0.91 / 0.93-0.96 -> 0.94-0.95 / 0.96-0.98x cuBLAS;
 # stream-K over these tiles 0.46-0.52x (docs/stages/s14_stream_k.md, session 45).
 PAIR_TILE = (128, 64, 64, 4, 4)
@@ -84,6 +84,11 @@ PAIR_TILE = (128, 64, 64, 4, 4)
 # keep 86 SMs busy at 256 x 11008). H100 bf16, 256 x 11008 / 14336 x 4096: s13 0.77 / 0.86 ->
 # 0.96 / 0.91x cuBLAS, 200 x 14336 0.85 -> 0.90, 160 x 11008 0.74 -> 0.82; pieces of 32 and 16
 # rows (128 + 32 + 16, 126 tiles) ran 0.54-0.78, 64 + 64 + 64 below 128 + 64 (log, session 52).
+# M = 65-128 (one token tile) where DP_TILES' 128-row weight tiles fill DP_FILL-100% of the SMs: the
+# same kernel with one 128-row dot, 128 x 128 tiles (N = 11008 / 14336: 86 / 112 programs). H100
+# bf16, K = 4096, 128 x 11008 / 14336 and 100 x 11008: PAIR_TILE 0.92 / 0.98 / 0.94 -> 0.98 / 1.01 /
+# 1.01x cuBLAS; 64 + 32-row dots 0.74-0.96, 64-row tiles 0.78-0.93 (log, session 53).
+WIDE_ONE = (128,)
 WIDE_TILES = [(128, 64), (128, 64, 32)]   # weight rows per dot, narrowest tile first
 WIDE_BLOCK = (128, 64, 5, 8)              # tokens, K step, stages (200-220 KB), warps
 WIDE_FILL = 0.85
@@ -360,9 +365,14 @@ def _wave(M, N, num_sms):
 
 def _wide(M, N, num_sms):
     """WIDE_TILES data-parallel at M = 129-256 where the narrowest that fits one wave fills
-    WIDE_FILL-100% of the SMs, or None."""
+    WIDE_FILL-100% of the SMs, WIDE_ONE at M = 65-128 where it fills DP_FILL-100%, or None."""
     bm, bk, stages, warps = WIDE_BLOCK
-    if not bm < M <= 2 * bm:
+    if not bm // 2 < M <= 2 * bm:
+        return None
+    if M <= bm:
+        tiles = cdiv(N, sum(WIDE_ONE))
+        if DP_FILL * num_sms <= tiles <= num_sms:
+            return Plan("data-parallel", bm, tiles, stages, warps, sum(WIDE_ONE), bk, WIDE_ONE)
         return None
     for pieces in WIDE_TILES:
         tiles = cdiv(M, bm) * cdiv(N, sum(pieces))
@@ -431,8 +441,8 @@ def decomposition(a, b, beta=0.0):
         return p.name
     programs = min(p.programs, cdiv(N, p.block_n) * cdiv(M, p.block_t) * cdiv(K, p.block_k))   # as launch()
     if p.pieces:
-        return (f"{p.name}, A-B, {p.block_t}x{p.block_n}x{p.block_k} tiles (M x N x K) as "
-                f"{' + '.join(map(str, p.pieces))}-row dots, {p.programs} programs")
+        dots = f" as {' + '.join(map(str, p.pieces))}-row dots" if len(p.pieces) > 1 else ""
+        return f"{p.name}, A-B, {p.block_t}x{p.block_n}x{p.block_k} tiles (M x N x K){dots}, {p.programs} programs"
     return f"{p.name}, {p.block_n}x{p.block_t}x{p.block_k} tiles (N x M x K), {programs} programs"
 
 
