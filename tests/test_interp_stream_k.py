@@ -34,6 +34,7 @@ cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (100, 264, 136, None, 1.0, 0.5),  # plan(): 128 x 64 tiles, two per SM (6 on 3 SMs), ragged N and M
     (200, 328, 136, (128, 64), 1.5, 0.5),  # WIDE_TILES (forced: 3 SMs never fit them): 128 + 64-row
     (136, 232, 72, (128, 64, 32), 1.0, 0.0),  # dots, ragged M and N; 128 + 64 + 32, the last piece part-filled
+    (144, 304, 136, (128, 128), 2.0, 0.0),  # 128 + 128-row dots, the second part-filled
     (72, 200, 136, (128,), 1.0, 0.5)]  # WIDE_ONE: one 128-row dot, one part-filled token tile, ragged N
 dp_fill = mod.DP_FILL   # the 128-row data-parallel rule: on for its own case only (the others keep
                         # the 64-row tiles they were written for)
@@ -88,4 +89,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 15 * len(find("triton", "s14").layouts) and not bad, bad
+    assert len(cases) == 16 * len(find("triton", "s14").layouts) and not bad, bad

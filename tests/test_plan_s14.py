@@ -199,13 +199,15 @@ def test_triton_part_filled_token_tiles(triton_s14):
 
 
 def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
-    """M = 129-256 where no wave of token tiles fits: 128 tokens x 192 / 224 weight rows as 128 + 64
-    (+ 32)-row dots, one tile per program, the narrowest that fits one wave at 85-100% of the SMs;
+    """M = 129-256 where no wave of token tiles fits: 128 tokens x 192 / 256 / 224 weight rows as
+    128 + 64 / 128 + 128 / 128 + 64 + 32-row dots, one tile per program, the first of them in that
+    order whose tiles fill 84-100% of the SMs;
     M = 65-128: one 128-row dot where its tiles fill 60-100%; beta != 0 alike; other M, and N whose
     tiles fill less, keep their rules."""
     plan = triton_s14.plan
     for (M, N, K), (programs, pieces) in {(256, 11008, 4096): (116, (128, 64)), (129, 11008, 4096): (116, (128, 64)),
-                                          (256, 14336, 4096): (128, (128, 64, 32)), (200, 14336, 64): (128, (128, 64, 32)),
+                                          (256, 14336, 4096): (112, (128, 128)), (200, 14336, 64): (112, (128, 128)),
+                                          (256, 13000, 4096): (118, (128, 64, 32)), (256, 16384, 4096): (128, (128, 128)),
                                           (128, 11008, 4096): (86, (128,)), (128, 14336, 4096): (112, (128,)),
                                           (65, 16896, 64): (132, (128,)), (100, 10113, 4096): (80, (128,)),
                                           (200, 11001, 264): (116, (128, 64)),   # the GPU suite's
@@ -216,8 +218,8 @@ def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
                 "data-parallel", programs, 128, sum(pieces), 64, pieces), (M, N, K, p)
     for shape in ((64, 11008, 4096), (257, 11008, 4096),    # DP_TILES' token tile; three
                   (128, 10112, 4096), (128, 16897, 4096),   # 79 / 133 tiles of 128: under 60% / over a wave
-                  (256, 8192, 4096), (256, 10000, 4096),    # 86 / 106 tiles of 192: under 85% of the SMs
-                  (256, 16384, 4096)):                      # 148 of 224: over a wave
+                  (256, 8192, 4096), (256, 10000, 4096),    # 86 / 106 tiles of 192: under 84% of the SMs
+                  (256, 17000, 4096)):                      # 178 / 134 / 152 tiles: over a wave
         assert not plan(*shape, SMS).pieces, shape
     import torch
 

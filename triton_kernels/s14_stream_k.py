@@ -78,9 +78,9 @@ PAIR_TILE = (128, 64, 64, 4, 4)
 # M = 129-256 (two token tiles of 128, the last part-filled) against ~11-15k weight rows, where no
 # wave of token tiles fits: x as wgmma's A (not swapped), weight tiles of 192 or 224 rows as one
 # dot per power-of-two piece (Triton tiles are powers of two; CUDA s14 runs 168-row tiles here),
-# one tile per program where the narrowest of them makes WIDE_FILL-100% of the SMs (11008 rows:
-# 2 x 58 = 116 tiles of 192, 14336: 2 x 64 = 128 of 224). Each program then reads its x and weight
-# tiles once (the study's decode shapes are bound by each SM's ingest from L2 here: 128x256 tiles
+# one tile per program where one of them makes WIDE_FILL-100% of the SMs (11008 rows: 2 x 58 =
+# 116 tiles of 192, 14336: 2 x 64 = 128 of 224; 256, below). Each program then reads its x and
+# weight tiles once (the study's decode shapes are bound by each SM's ingest from L2: 128x256 tiles
 # keep 86 SMs busy at 256 x 11008). H100 bf16, 256 x 11008 / 14336 x 4096: s13 0.77 / 0.86 ->
 # 0.96 / 0.91x cuBLAS, 200 x 14336 0.85 -> 0.90, 160 x 11008 0.74 -> 0.82; pieces of 32 and 16
 # rows (128 + 32 + 16, 126 tiles) ran 0.54-0.78, 64 + 64 + 64 below 128 + 64 (log, session 52).
@@ -89,9 +89,12 @@ PAIR_TILE = (128, 64, 64, 4, 4)
 # bf16, K = 4096, 128 x 11008 / 14336 and 100 x 11008: PAIR_TILE 0.92 / 0.98 / 0.94 -> 0.98 / 1.01 /
 # 1.01x cuBLAS; 64 + 32-row dots 0.74-0.96, 64-row tiles 0.78-0.93 (log, session 53).
 WIDE_ONE = (128,)
-WIDE_TILES = [(128, 64), (128, 64, 32)]   # weight rows per dot, narrowest tile first
-WIDE_BLOCK = (128, 64, 5, 8)              # tokens, K step, stages (200-220 KB), warps
-WIDE_FILL = 0.85
+# Two 128-row dots (256 rows, 4 stages: 5 do not fit) beat 128 + 64 + 32 where both fit one wave:
+# 256 / 200 x 14336, 112 tiles, 0.92 / 0.90 -> 0.94 / 0.93x cuBLAS (one 256-row dot 0.87; log,
+# session 53); so the first of these in order that fills WIDE_FILL-100% of the SMs wins.
+WIDE_TILES = [((128, 64), 5), ((128, 128), 4), ((128, 64, 32), 5)]   # (weight rows per dot, stages)
+WIDE_BLOCK = (128, 64, 5, 8)              # tokens, K step, stages (WIDE_ONE; 160-220 KB), warps
+WIDE_FILL = 0.84
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
 SPLIT_MIN_STEPS = 16   # M > 128: a split of fewer K steps per program runs s13 instead (beta == 0;
@@ -364,8 +367,8 @@ def _wave(M, N, num_sms):
 
 
 def _wide(M, N, num_sms):
-    """WIDE_TILES data-parallel at M = 129-256 where the narrowest that fits one wave fills
-    WIDE_FILL-100% of the SMs, WIDE_ONE at M = 65-128 where it fills DP_FILL-100%, or None."""
+    """WIDE_TILES data-parallel at M = 129-256, the first in order that fills WIDE_FILL-100% of
+    the SMs, WIDE_ONE at M = 65-128 where it fills DP_FILL-100%, or None."""
     bm, bk, stages, warps = WIDE_BLOCK
     if not bm // 2 < M <= 2 * bm:
         return None
@@ -374,12 +377,10 @@ def _wide(M, N, num_sms):
         if DP_FILL * num_sms <= tiles <= num_sms:
             return Plan("data-parallel", bm, tiles, stages, warps, sum(WIDE_ONE), bk, WIDE_ONE)
         return None
-    for pieces in WIDE_TILES:
+    for pieces, stages in WIDE_TILES:
         tiles = cdiv(M, bm) * cdiv(N, sum(pieces))
-        if tiles <= num_sms:
-            if tiles >= WIDE_FILL * num_sms:
-                return Plan("data-parallel", bm, tiles, stages, warps, sum(pieces), bk, pieces)
-            return None
+        if WIDE_FILL * num_sms <= tiles <= num_sms:
+            return Plan("data-parallel", bm, tiles, stages, warps, sum(pieces), bk, pieces)
     return None
 
 
