@@ -8,7 +8,7 @@ Why:    x @ W.T, M = 1..64 tokens, W [4096, 4096] bf16: 32 MB to stream once at 
         128x256 tiles give 16 programs, 12% of 132 SMs pulling HBM. Here 64 tiles x 16 K steps
         (BK 256) = 1024 steps / 128 programs: each SM streams 256 KB in 512-byte row runs with
         4 x 40 KB in flight; pieces cost 2 x 4 KB of fp32 partials per program.
-Expect: 0.9-1.07x cuBLAS on the decode layer shapes at M <= 256, 0.98-1.07x at M <= 64 (bf16 NT)
+Expect: 0.94-1.09x cuBLAS on the decode layer shapes at M <= 256, 0.98-1.09x at M <= 64 (bf16 NT)
 Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT,
         a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
         any ldc. Bitwise deterministic: the last program to reach a shared tile (int32 counter)
