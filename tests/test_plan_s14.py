@@ -201,9 +201,8 @@ def test_triton_part_filled_token_tiles(triton_s14):
 def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
     """M = 129-256 where no wave of token tiles fits: 128 tokens x 192 / 256 / 224 weight rows as
     128 + 64 / 128 + 128 / 128 + 64 + 32-row dots, one tile per program, the first of them in that
-    order whose tiles fill 84-100% of the SMs;
-    M = 65-128: one 128-row dot where its tiles fill 60-100%; beta != 0 alike; other M, and N whose
-    tiles fill less, keep their rules."""
+    order whose tiles fill 84-100% of the SMs; M = 65-128: one 128-row dot where its tiles fill
+    60-100%; beta != 0 alike; other M, and N whose tiles fill less, keep their rules."""
     plan = triton_s14.plan
     for (M, N, K), (programs, pieces) in {(256, 11008, 4096): (116, (128, 64)), (129, 11008, 4096): (116, (128, 64)),
                                           (256, 14336, 4096): (112, (128, 128)), (200, 14336, 64): (112, (128, 128)),

@@ -76,7 +76,7 @@ DP_FILL = 0.6
 # stream-K over these tiles 0.46-0.52x (docs/stages/s14_stream_k.md, session 45).
 PAIR_TILE = (128, 64, 64, 4, 4)
 # M = 129-256 (two token tiles of 128, the last part-filled) against ~11-15k weight rows, where no
-# wave of token tiles fits: x as wgmma's A (not swapped), weight tiles of 192 or 224 rows as one
+# wave of token tiles fits: x as wgmma's A (not swapped), weight tiles of 192-256 rows as one
 # dot per power-of-two piece (Triton tiles are powers of two; CUDA s14 runs 168-row tiles here),
 # one tile per program where one of them makes WIDE_FILL-100% of the SMs (11008 rows: 2 x 58 =
 # 116 tiles of 192, 14336: 2 x 64 = 128 of 224; 256, below). Each program then reads its x and
