@@ -3,11 +3,11 @@
 Change: vs s13, the unit of work is one K step of one TMA tile: P persistent programs take an
         equal contiguous share each of all (tile, K step) iterations (stream-K; split-K when shares
         fall on tile boundaries), and a tile shared by several programs is summed in a fixup.
-        C^T = W @ x^T (swap AB): weight rows fill the 64-row wgmma side, tokens the 16-128 side.
-Why:    x @ W.T, M = 1..64 tokens, W [4096, 4096] bf16: 32 MB to stream once at ~3 TB/s; s13's
-        128x256 tiles give 16 programs, 12% of 132 SMs pulling HBM. Here 64 tiles x 16 K steps
-        (BK 256) = 1024 steps / 128 programs: each SM streams 256 KB in 512-byte row runs with
-        4 x 40 KB in flight; pieces cost 2 x 4 KB of fp32 partials per program.
+        C^T = W @ x^T (swap AB): weight rows fill the 64-row wgmma side, tokens the 16-128 side;
+        M = 65-256 against 10-17k weight rows: one wave of unswapped 128-token tiles (1-3 dots).
+Why:    x @ W.T, M = 1..64, W [4096, 4096] bf16: 32 MB to stream once; s13's 128x256 tiles give
+        16 programs, 12% of 132 SMs pulling HBM. Here 64 tiles x 16 K steps (BK 256) / 128 programs:
+        each SM streams 256 KB in 512-byte runs, 4 x 40 KB in flight, 2 x 4 KB of fp32 partials.
 Expect: 0.94-1.09x cuBLAS on the decode layer shapes at M <= 256, 0.98-1.09x at M <= 64 (bf16 NT)
 Limits: a and b 16-byte aligned, lda and ldb (row strides as stored: b.stride(1) in NT,
         a.stride(1) in TN) multiples of 8 elements (TMA; else ValueError); any M, N, K >= 1,
