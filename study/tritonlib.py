@@ -307,11 +307,14 @@ def launch_tile(kernel, a, b, c, alpha, beta, grid=None, num_warps_unaligned=Non
     kernel(a, b, c, M, N, K, lda, ldb, ldc, alpha, beta, VEC=, BETA_ZERO=, **meta). The default
     grid is one program per BLOCK_M x BLOCK_N tile of C on a 1-D grid (a function of the
     config's meta-parameters when the autotuner picks BLOCK_M / BLOCK_N); num_warps_unaligned,
-    if given, replaces num_warps when VEC == 1 (addresses in registers need more of them).
+    if given (a number, or a dict by layout), replaces num_warps when VEC == 1 (addresses in
+    registers need more of them).
     layout (a stage of several layouts: its kernel takes LAYOUT=): lda, ldb as stored."""
     M, K = a.shape
     N = b.shape[1]
     vec = vector_width(a, b, c, layout or "NN")
+    if isinstance(num_warps_unaligned, dict):   # by layout (fp32 stages: NT / TN spill otherwise)
+        num_warps_unaligned = num_warps_unaligned.get(layout or "NN")
     if vec == 1 and num_warps_unaligned:
         meta["num_warps"] = num_warps_unaligned
     if layout is not None:

@@ -163,7 +163,7 @@ def test_limits_are_checked_on_the_operands_gpu(two_gpus):
     with pytest.raises(ValueError, match="too big"):
         k(two_gpus.a, two_gpus.b, torch.zeros(2, 2))
     t = fake(TritonKernel, module=SimpleNamespace(
-        unsupported=lambda *args: seen.append(two_gpus.current[-1] if two_gpus.current else None) or "too big"))
+        unsupported=lambda *args, **kw: seen.append(two_gpus.current[-1] if two_gpus.current else None) or "too big"))
     with pytest.raises(ValueError, match="too big"):
         t(two_gpus.a, two_gpus.b, torch.zeros(2, 2))
     assert seen == [1, 1], "limits checked with GPU 0 current, not the operands' GPU 1"
