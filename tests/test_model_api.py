@@ -42,7 +42,7 @@ def test_linear_refusals():
     with pytest.raises(TypeError, match="kernel must be a \\(family, name\\) tuple"):
         study.Linear(8, 4, kernel="cuda:s13")
     with pytest.raises(ValueError, match="takes layout\\(s\\) NN; study.Linear's forward x @ W.T is NT"):
-        study.Linear(8, 4, kernel=("triton", "s03"))
+        study.Linear(8, 4, kernel=("cuda", "s03"))
     with pytest.raises(ValueError, match="fp8 stage"):
         study.Linear(8, 4, kernel=("cuda", "s15"))
     with pytest.raises(ValueError, match="no cuda stage 's99'"):
