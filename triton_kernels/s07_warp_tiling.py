@@ -49,4 +49,3 @@ def matmul(a, b, c, alpha=1.0, beta=0.0, layout="NN"):
     return launch_tile(s07_warp_tiling_kernel, a, b, c, alpha, beta, layout=layout, BLOCK_M=bm,
                        BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, num_warps=warps,
                        num_stages=NUM_STAGES)
-
