@@ -1,15 +1,16 @@
 """`make sanitize`: compute-sanitizer over every CUDA stage (memcheck, racecheck, synccheck) and
 every Triton stage (memcheck; --triton-tools for more).
 
-Builds the CUDA stages first (outside the sanitizer, in parallel through study.build), then for
-each stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged
-shapes (67x45x77, one just past a 128 tile: 129x131x135, and ragged-M shapes with N and K
-multiples of 8 for the stages that need 16-byte rows; from s14 on also ragged decode shapes),
-beta = 0 and beta != 0 (racecheck of s14 on: its kernels at few k-steps, RACE_DECODE_SHAPES). A
-Triton stage's autotuner runs every configuration once per shape (its timer replaced by one call),
-so each configuration is sanitized, not only the one it would pick. --shapes MxNxK ... sanitizes
-only those; each run gets --timeout seconds (TIMEOUT in the table, with the last case it finished).
-Prints a summary table; exits non-zero on any sanitizer error, wrong result or timeout."""
+Builds the CUDA stages first (outside the sanitizer, in parallel through study.build), then for each
+stage, precision and tool runs this file's --child mode under compute-sanitizer on ragged shapes
+(67x45x77, one just past a 128 tile: 129x131x135, and ragged-M shapes with N and K multiples of 8
+for the stages that need 16-byte rows; from s14 on also ragged decode shapes), in every layout the
+stage's header lists, beta = 0 and beta != 0 (racecheck of s14 on: its kernels at few k-steps,
+RACE_DECODE_SHAPES). A Triton stage's autotuner runs every configuration once per shape (its timer
+replaced by one call), so each configuration is sanitized, not only the one it would pick. --shapes
+MxNxK ... sanitizes only those; each run gets --timeout seconds (TIMEOUT in the table, with the last
+case it finished). Prints a summary table; exits non-zero on any sanitizer error, wrong result or
+timeout."""
 from __future__ import annotations
 
 import argparse
@@ -70,14 +71,14 @@ def child(family: str, stem: str, precision: str) -> int:
         for v in vars(k.module).values():
             if isinstance(v, Autotuner):
                 v.do_bench = one_call
-    layout = k.stage.layout
     for M, N, K in shapes_for(k.stage.number, os.environ.get("SANITIZE_TOOL", ""), os.environ.get("SANITIZE_SHAPES", "")):
-        for alpha, beta in ((1.0, 0.0), (1.5, 0.5)):
-            try:
-                gc.check_case(k, gc.Case(M, N, K, alpha=alpha, beta=beta, layout=layout), precision, "cuda")
-                print(f"[done] {M}x{N}x{K} alpha {alpha} beta {beta}", flush=True)
-            except ValueError as exc:   # a declared limit: nothing to sanitize at this shape
-                print(f"[skip] {stem} {precision} {M}x{N}x{K}: {exc}", flush=True)
+        for layout in k.stage.layouts:   # every layout the header lists: each is its own instantiation
+            for alpha, beta in ((1.0, 0.0), (1.5, 0.5)):
+                try:
+                    gc.check_case(k, gc.Case(M, N, K, alpha=alpha, beta=beta, layout=layout), precision, "cuda")
+                    print(f"[done] {M}x{N}x{K} {layout} alpha {alpha} beta {beta}", flush=True)
+                except ValueError as exc:   # a declared limit: nothing to sanitize at this shape
+                    print(f"[skip] {stem} {precision} {M}x{N}x{K} {layout}: {exc}", flush=True)
     return 0
 
 
