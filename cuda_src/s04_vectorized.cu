@@ -9,10 +9,11 @@
 // Expect: ~1.8x s03 at 4096^3 fp32, ~70% of cuBLAS FP32 (H100: 38.0 TFLOP/s)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails, and misaligned pointers or
 //         leading dims not multiple of 4, take predicated scalar loads and stores)
-// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN, NT, TN
 // Pair:   triton_kernels/s04_vectorized.py
 // Log:    docs/stages/s04_vectorized.md
 #include "common/gemm.cuh"
+#include "common/layouts.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_grid.cuh"
 #include "common/simt_ldg.cuh"
@@ -29,7 +30,8 @@ static_assert(TM == 8 && TN == 8, "the micro-tile is 2x2 float4 groups: rows ty*
 static_assert(BM * BK / 4 == NT && BK * BN / 4 == NT, "one float4 of A and one of B per thread per tile");
 static_assert(AS_LD % 4 == 0, "As rows must stay 16-byte aligned for LDS.128");
 
-template <bool kVec>
+// One instantiation per layout (L) and per load width (kVec: float4 where the problem allows).
+template <gemm::Layout L, bool kVec>
 __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
   // --- tile assignment: block (bx, by) owns C[by*BM .. +BM][bx*BN .. +BN] -----------------
   // Thread (ty, tx) owns rows ty*4 + {0..3, 64..67} and columns tx*4 + {0..3, 64..67}: a
@@ -39,19 +41,22 @@ __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
   const int tx = tid % TX, ty = tid / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 
-  // --- operand staging: As [BK][BM+4] (transposed), Bs [BK][BN]: 4.1 + 4 KiB -------------
+  // --- operand staging: As [BK][BM+4] (transposed), Bs [BK][BN] (NT: [BK][BN+4]): 4.1 + 4 KiB
+  // Each operand's float4 runs along its contiguous dimension; a K-contiguous one (A in NN/NT,
+  // B in NT) is transposed on its way to shared memory (common/simt_ldg.cuh).
+  constexpr int BS_LD = BN + simt::B_PAD<L>;  // row stride of Bs (words)
   __shared__ __align__(16) float As[BK * AS_LD];
-  __shared__ __align__(16) float Bs[BK * BN];
+  __shared__ __align__(16) float Bs[BK * BS_LD];
 
   float acc[TM][TN] = {};
 
   // --- loop over K: one float4 of A and one of B per thread, then BK rank-1 updates ---------
   for (int k0 = 0; k0 < p.K; k0 += BK) {
     float4 ra[1], rb[1];
-    simt::ldg_a<BM, BK, NT, kVec>(ra, p, m0, k0, tid);
-    simt::ldg_b<BK, BN, NT, kVec>(rb, p, k0, n0, tid);
-    simt::sts_a<BM, BK, NT>(As, ra, tid);  // transposed: As[k][m]
-    simt::sts_b<BK, BN, NT>(Bs, rb, tid);
+    simt::ldg_a<L, BM, BK, NT, kVec>(ra, p, m0, k0, tid);
+    simt::ldg_b<L, BK, BN, NT, kVec>(rb, p, k0, n0, tid);
+    simt::sts_a<L, BM, BK, NT>(As, ra, tid);  // As[k][m]
+    simt::sts_b<L, BK, BN, NT>(Bs, rb, tid);  // Bs[k][n]
     __syncthreads();  // the tile is complete before anyone reads it
 
     // 4 LDS.128 feed 64 FFMA per k (s03: 16 scalar LDS): rows ty*4 + {0, BM/2} of the
@@ -59,7 +64,7 @@ __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
       float a[TM], b[TN];
-      simt::load_fragments<BM / 2, BN / 2>(a, b, As + k * AS_LD + ty * 4, Bs + k * BN + tx * 4);
+      simt::load_fragments<BM / 2, BN / 2>(a, b, As + k * AS_LD + ty * 4, Bs + k * BS_LD + tx * 4);
       simt::outer_product(acc, a, b);
     }
     __syncthreads();  // everyone is done reading before the next slice overwrites the tile
@@ -69,11 +74,14 @@ __global__ void __launch_bounds__(NT) kernel(gemm::Problem<float> p) {
   simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
 }
 
-// s03's grid of BM x BN tiles; the float4 instantiation where every operand allows it.
+// s03's grid of BM x BN tiles; the layout's instantiation, float4 where every operand allows it.
 const char* unsupported(const gemm::Problem<float>& p) { return simt::unsupported_grid_y<BM>(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
-  return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<true>, kernel<false>);
+  return gemm::with_layout(p.layout, [&](auto l) {
+    constexpr gemm::Layout L = decltype(l)::value;
+    return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<L, true>, kernel<L, false>);
+  });
 }
 
 }  // namespace s04_vectorized

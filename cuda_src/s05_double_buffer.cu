@@ -10,10 +10,11 @@
 // Expect: ~1.2x s04 at 4096^3 fp32 (H100: 45.4 TFLOP/s, 88% of cuBLAS FP32)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails, and misaligned pointers or
 //         leading dims not multiple of 4, take predicated scalar loads and stores)
-// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN, NT, TN
 // Pair:   triton_kernels/s05_double_buffer.py
 // Log:    docs/stages/s05_double_buffer.md
 #include "common/gemm.cuh"
+#include "common/layouts.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_grid.cuh"
 #include "common/simt_ldg.cuh"
@@ -31,27 +32,29 @@ static_assert(BM * BK / 4 == NT && BK * BN / 4 == NT, "one float4 of A and one o
 static_assert(AS_LD % 4 == 0, "As rows must stay 16-byte aligned for LDS.128");
 
 // __launch_bounds__(NT, 2): registers capped at 128 so two blocks (16 warps) share an SM; the
-// prefetch registers would otherwise push it to 133 and leave one block per SM.
-template <bool kVec>
+// prefetch registers would otherwise push it to 133 and leave one block per SM. One
+// instantiation per layout (L, staging as s04's) and load width (kVec).
+template <gemm::Layout L, bool kVec>
 __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
   // --- tile assignment: as s04 (rows ty*4 + {0..3, 64..67}, columns tx*4 + {0..3, 64..67}) --
   const int tid = threadIdx.x;
   const int tx = tid % TX, ty = tid / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 
-  // --- operand staging: 2 x (As [BK][BM+4] transposed, Bs [BK][BN]): 16.3 KiB ----------------
+  // --- operand staging: 2 x (As [BK][BM+4] transposed, Bs [BK][BN] (NT: [BK][BN+4])): 16.3 KiB
+  constexpr int BS_LD = BN + simt::B_PAD<L>;  // row stride of Bs (words)
   __shared__ __align__(16) float As[2][BK * AS_LD];
-  __shared__ __align__(16) float Bs[2][BK * BN];
+  __shared__ __align__(16) float Bs[2][BK * BS_LD];
 
   float acc[TM][TN] = {};
   const int KT = gemm::cdiv(p.K, BK);  // number of K slices
 
   // Prologue: slice 0 goes straight to buffer 0.
   float4 ra[1], rb[1];
-  simt::ldg_a<BM, BK, NT, kVec>(ra, p, m0, 0, tid);
-  simt::ldg_b<BK, BN, NT, kVec>(rb, p, 0, n0, tid);
-  simt::sts_a<BM, BK, NT>(As[0], ra, tid);
-  simt::sts_b<BK, BN, NT>(Bs[0], rb, tid);
+  simt::ldg_a<L, BM, BK, NT, kVec>(ra, p, m0, 0, tid);
+  simt::ldg_b<L, BK, BN, NT, kVec>(rb, p, 0, n0, tid);
+  simt::sts_a<L, BM, BK, NT>(As[0], ra, tid);
+  simt::sts_b<L, BK, BN, NT>(Bs[0], rb, tid);
   __syncthreads();
 
   // --- loop over K: issue slice kt+1's loads, compute slice kt, then park kt+1 in the other buffer
@@ -60,8 +63,8 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
     const bool more = kt + 1 < KT;
     // The loads only need registers: they complete while the FFMAs below run.
     if (more) {
-      simt::ldg_a<BM, BK, NT, kVec>(ra, p, m0, (kt + 1) * BK, tid);
-      simt::ldg_b<BK, BN, NT, kVec>(rb, p, (kt + 1) * BK, n0, tid);
+      simt::ldg_a<L, BM, BK, NT, kVec>(ra, p, m0, (kt + 1) * BK, tid);
+      simt::ldg_b<L, BK, BN, NT, kVec>(rb, p, (kt + 1) * BK, n0, tid);
     }
 
 #pragma unroll
@@ -69,7 +72,7 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
       // s04's k step. Its loads stay written out: through simt::load_fragments (as in s04, s06)
       // this kernel compiles to a reshuffled schedule, and these are the instructions measured.
       const float* as = As[cur] + k * AS_LD + ty * 4;
-      const float* bs = Bs[cur] + k * BN + tx * 4;
+      const float* bs = Bs[cur] + k * BS_LD + tx * 4;
       const float4 a0 = *reinterpret_cast<const float4*>(as);
       const float4 a1 = *reinterpret_cast<const float4*>(as + BM / 2);
       const float4 b0 = *reinterpret_cast<const float4*>(bs);
@@ -82,8 +85,8 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
     if (more) {
       // Buffer cur^1 was last read in iteration kt-1, which every thread finished before the
       // barrier that ended it, so it can be overwritten without a barrier here.
-      simt::sts_a<BM, BK, NT>(As[cur ^ 1], ra, tid);
-      simt::sts_b<BK, BN, NT>(Bs[cur ^ 1], rb, tid);
+      simt::sts_a<L, BM, BK, NT>(As[cur ^ 1], ra, tid);
+      simt::sts_b<L, BK, BN, NT>(Bs[cur ^ 1], rb, tid);
     }
     __syncthreads();  // slice kt+1 is complete, and nobody still reads buffer cur
   }
@@ -92,11 +95,14 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
   simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
 }
 
-// s03's grid of BM x BN tiles; the float4 instantiation where every operand allows it.
+// s03's grid of BM x BN tiles; the layout's instantiation, float4 where every operand allows it.
 const char* unsupported(const gemm::Problem<float>& p) { return simt::unsupported_grid_y<BM>(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
-  return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<true>, kernel<false>);
+  return gemm::with_layout(p.layout, [&](auto l) {
+    constexpr gemm::Layout L = decltype(l)::value;
+    return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<L, true>, kernel<L, false>);
+  });
 }
 
 }  // namespace s05_double_buffer
