@@ -9,12 +9,13 @@
 //         With two blocks per SM s05 already hides the latency: the pipeline pays off in s08.
 // Expect: ~1.0x s05 at 4096^3 fp32, not faster (H100: 44.4 vs 45.4 TFLOP/s, 0.98x)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
-//         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
-// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+//         misaligned A, B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN, NT, TN
 // Pair:   triton_kernels/s06_cp_async.py
 // Log:    docs/stages/s06_cp_async.md
 #include "common/cp_async.cuh"
 #include "common/gemm.cuh"
+#include "common/layouts.cuh"
 #include "common/simt_cp_async.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_grid.cuh"
@@ -30,31 +31,36 @@ constexpr int NT = TX * TY;                // 256 threads
 constexpr int AS_LD = BM + simt::A_PAD;    // row stride of the transposed A tile (words)
 static_assert(TM == 8 && TN == 8, "the micro-tile is 2x2 float4 groups: rows ty*4 + {0, BM/2}");
 static_assert(STAGES >= 2, "a pipeline needs one slice computing and one landing");
-static_assert(STAGES * BK * (AS_LD + BN) * 4 <= 48 * 1024, "static shared memory is capped at 48 KiB");
+static_assert(STAGES * BK * (AS_LD + BN + simt::A_PAD) * 4 <= 48 * 1024, "static shared memory is capped at 48 KiB");
 
 // __launch_bounds__(NT, 2): registers capped at 128 so two blocks (16 warps) share an SM.
-template <bool kVec>
+// One instantiation per layout (L) and copy width (kVec).
+template <gemm::Layout L, bool kVec>
 __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
   // --- tile assignment: as s05 (rows ty*4 + {0..3, 64..67}, columns tx*4 + {0..3, 64..67}) --
   const int tid = threadIdx.x;
   const int tx = tid % TX, ty = tid / TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 
-  // --- operand staging: ring of STAGES x (As [BK][BM+4], Bs [BK][BN]) ----------------------
+  // --- operand staging: ring of STAGES x (As [BK][BM+4], Bs [BK][BN] (NT: [BK][BN+4])) -------
+  // A K-contiguous operand (A in NN/NT, B in NT) moves as 4-byte copies into its transposed
+  // tile, an M- or N-contiguous one (A in TN, B in NN/TN) as 16-byte copies.
+  using Tiles = simt::CpAsyncTiles<L, BM, BN, BK, NT, kVec>;
+  constexpr int BS_LD = Tiles::BS_LD;  // row stride of Bs (words)
   __shared__ __align__(16) float As[STAGES][BK * AS_LD];
-  __shared__ __align__(16) float Bs[STAGES][BK * BN];
+  __shared__ __align__(16) float Bs[STAGES][BK * BS_LD];
 
   float acc[TM][TN] = {};
   const int KT = gemm::cdiv(p.K, BK);
 
   // Prologue: slices 0 .. STAGES-2 in flight. One commit group per slice, empty groups included,
   // so "slice kt has landed" always means "at most STAGES-2 groups are still pending".
-  simt::CpAsyncTiles<BM, BN, BK, NT, kVec> tiles(p, m0, n0, tid);
+  Tiles tiles(p, m0, n0, tid);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) {
       tiles.copy(As[s], Bs[s], p.K - s * BK);
-      tiles.advance(p.ldb);
+      tiles.advance(p);
     }
     gemm::cp_async_commit();
   }
@@ -67,7 +73,7 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
     const int next = kt + STAGES - 1;   // goes into the slot slice kt-1 used
     if (next < KT) {
       tiles.copy(As[next % STAGES], Bs[next % STAGES], p.K - next * BK);
-      tiles.advance(p.ldb);
+      tiles.advance(p);
     }
     gemm::cp_async_commit();
 
@@ -76,7 +82,7 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {  // s04's k step (common/simt_microtile.cuh)
       float a[TM], b[TN];
-      simt::load_fragments<BM / 2, BN / 2>(a, b, as_base + k * AS_LD, bs_base + k * BN);
+      simt::load_fragments<BM / 2, BN / 2>(a, b, as_base + k * AS_LD, bs_base + k * BS_LD);
       simt::outer_product(acc, a, b);
     }
   }
@@ -86,11 +92,15 @@ __global__ void __launch_bounds__(NT, 2) kernel(gemm::Problem<float> p) {
   simt::store_c<TM, TN, BM / 2, BN / 2, kVec>(p, acc, m0 + ty * 4, n0 + tx * 4);
 }
 
-// s03's grid of BM x BN tiles; the float4 instantiation where every operand allows it.
+// s03's grid of BM x BN tiles; the layout's instantiation, 16-byte copies and float4 stores
+// where every operand allows them.
 const char* unsupported(const gemm::Problem<float>& p) { return simt::unsupported_grid_y<BM>(p); }
 
 cudaError_t launch(const gemm::Problem<float>& p, cudaStream_t stream) {
-  return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<true>, kernel<false>);
+  return gemm::with_layout(p.layout, [&](auto l) {
+    constexpr gemm::Layout L = decltype(l)::value;
+    return simt::launch_grid_2d<BM, BN, NT>(p, stream, kernel<L, true>, kernel<L, false>);
+  });
 }
 
 }  // namespace s06_cp_async

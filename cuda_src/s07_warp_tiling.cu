@@ -9,8 +9,8 @@
 //         tiles are what let s08 grow thread tiles to 16x8 (6 LDS.128 per 128 FFMA).
 // Expect: ~1.0x s06 at 4096^3 fp32, not faster (H100: 43.4 vs 44.4 TFLOP/s, 0.98x)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
-//         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
-// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+//         misaligned A, B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN, NT, TN
 // Pair:   triton_kernels/s07_warp_tiling.py
 // Log:    docs/stages/s07_warp_tiling.md
 #include "common/gemm.cuh"

@@ -9,8 +9,8 @@
 //         before its last k step: the next slice's first fragments load under the last FFMAs.
 // Expect: ~96-99% of cuBLAS FP32 at 4096^3 and 8192^3, ~1.14x s07 (H100 studies: 49.2-51.1 TFLOP/s)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
-//         misaligned B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
-// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN
+//         misaligned A, B or C, or leading dims not multiple of 4, use 4-byte copies and stores)
+// Dtype:  fp32 in / fp32 acc / fp32 out        Arch: sm_80+      Layout: NN, NT, TN
 // Pair:   triton_kernels/s08_autotuned.py
 // Log:    docs/stages/s08_autotuned.md
 #include "common/gemm.cuh"
@@ -20,7 +20,8 @@ namespace s08_autotuned {
 
 // The menu: WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MIN_BLOCKS, GROUP_M = 8, PREFETCH>.
 // Threads follow from the tiles: NT = 32 * (BM / 4TM) * (BN / 8TN). Shared memory =
-// STAGES * BK * (BM + 4 + BN) * 4 B.
+// STAGES * BK * (BM + 4 + BN) * 4 B (NT: BN + 4, its B tile is stored transposed and padded).
+// Every entry runs in every layout (NN, NT, TN), each layout its own instantiation.
 template <int BM, int BN, int BK, int TM, int TN, int STAGES, int MINB, int PF>
 struct Config : simt::WarpTiledConfig<BM, BN, BK, TM, TN, STAGES, MINB, 8, PF != 0> {};
 

@@ -3,6 +3,8 @@
 // Born in s07 (warp tiling + grouped block order, one configuration) and reused by s08, which
 // instantiates it over several tile configurations. A stage passes its own Config type (derived
 // from WarpTiledConfig) so that the kernel symbol carries the stage's namespace in profiles.
+// The layout (gemm::Layout) is a template parameter of the kernel, not of the Config: one
+// configuration runs in every layout, each its own instantiation (warp_tiled_launch picks it).
 //
 // PREFETCH (a Config knob, off in s07, tuned in s08) moves each slice's barrier before its last
 // k step and loads the next slice's first fragments there, under the last step's FFMAs.
@@ -15,12 +17,14 @@
 // Per k step a lane reads TM/4 float4 of A and TN/4 float4 of B from shared memory. Within a
 // warp the A reads touch 4 distinct float4 (64 consecutive bytes) and the B reads 8 distinct
 // float4 (128 consecutive bytes): each LDS.128 is one shared-memory wavefront, the others are
-// broadcasts. Shared-memory layouts and the cp.async tile copies are s06's
-// (common/simt_cp_async.cuh).
+// broadcasts, whatever the row strides of As and Bs. Shared-memory layouts and the cp.async
+// tile copies are s06's (common/simt_cp_async.cuh): Bs rows are padded in NT, where B is
+// copied transposed, so the shared-memory sizes below depend on the layout too.
 #pragma once
 #include "common/block_order.cuh"
 #include "common/cp_async.cuh"
 #include "common/gemm.cuh"
+#include "common/layouts.cuh"
 #include "common/simt_cp_async.cuh"
 #include "common/simt_epilogue.cuh"
 #include "common/simt_ldg.cuh"
@@ -42,23 +46,29 @@ struct WarpTiledConfig {
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int NT = 32 * WARPS_M * WARPS_N;
   static constexpr int AS_LD = BM + A_PAD;             // row stride of the transposed A tile
-  static constexpr int SMEM_A = BK * AS_LD, SMEM_B = BK * BN;  // words per stage
-  static constexpr int SMEM_BYTES = STAGES * (SMEM_A + SMEM_B) * 4;
+  static constexpr int SMEM_A = BK * AS_LD;            // words of A per stage
+  // Words of B per stage, and bytes of the ring, in layout L (Bs rows: BN + B_PAD<L>).
+  template <gemm::Layout L> static constexpr int smem_b() { return BK * (BN + B_PAD<L>); }
+  template <gemm::Layout L> static constexpr int smem_bytes() { return STAGES * (SMEM_A + smem_b<L>()) * 4; }
 
   static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are whole 4x4 groups (one float4 each way)");
   static_assert(BM % WM == 0 && BN % WN == 0, "the block tile must be whole warp tiles");
   static_assert(NT >= 64 && NT <= 1024, "between 2 and 32 warps per block");
-  static_assert(BK % 8 == 0, "A copies run along k in groups of 8 (one 32-byte sector)");
-  static_assert((BM * BK) % NT == 0 && (BK * BN / 4) % NT == 0, "tile copies must split evenly over threads");
+  static_assert(BK % 8 == 0, "K-contiguous copies run along k in groups of 8 (one 32-byte sector)");
+  static_assert((BM * BK / 4) % NT == 0 && (BK * BN / 4) % NT == 0,
+                "tile copies must split evenly over threads in every layout (16-byte or 4-byte)");
   static_assert(STAGES >= 2, "a pipeline needs one slice computing and one landing");
-  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block is capped at 227 KiB");
+  static_assert(STAGES * (SMEM_A + BK * (BN + A_PAD)) * 4 <= 227 * 1024,
+                "shared memory per block is capped at 227 KiB (in NT too, whose Bs rows are padded)");
   static_assert(MIN_BLOCKS * NT * 64 <= 65536, "MIN_BLOCKS blocks must fit the register file at >= 64 regs/thread");
 };
 
-template <class Cfg, bool kVec>
+template <class Cfg, gemm::Layout L, bool kVec>
 __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(gemm::Problem<float> p) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int STAGES = Cfg::STAGES, NT = Cfg::NT, AS_LD = Cfg::AS_LD;
+  using Tiles = CpAsyncTiles<L, BM, BN, BK, NT, kVec>;
+  constexpr int BS_LD = Tiles::BS_LD, SMEM_B = Cfg::template smem_b<L>();  // Bs row stride, words per stage
 
   // --- tile assignment: grouped launch order, then warp tile, then lane tile --------------
   // Consecutive block ids walk down a group of GROUP_M block rows before moving one block column
@@ -77,21 +87,23 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
   // apart, and TN/4 float4 of B, groups 32 columns apart.
   constexpr int A_GS = 4 * Cfg::LANES_M, B_GS = 4 * Cfg::LANES_N;
 
-  // --- operand staging: ring of STAGES x (As [BK][BM+4] transposed, Bs [BK][BN]) -----------
+  // --- operand staging: ring of STAGES x (As [BK][BM+4] transposed, Bs [BK][BN] (NT: BN+4)) --
+  // K-contiguous operands (A in NN/NT, B in NT) arrive by 4-byte copies into their transposed
+  // tiles, M- or N-contiguous ones (A in TN, B in NN/TN) by 16-byte copies.
   extern __shared__ float4 smem4[];
   float* const As = reinterpret_cast<float*>(smem4);  // [STAGES][BK][AS_LD]
-  float* const Bs = As + STAGES * Cfg::SMEM_A;        // [STAGES][BK][BN]
+  float* const Bs = As + STAGES * Cfg::SMEM_A;        // [STAGES][BK][BS_LD]
 
   float acc[TM][TN] = {};
   const int KT = gemm::cdiv(p.K, BK);
 
   // Prologue: slices 0 .. STAGES-2 in flight, one commit group per slice (empty ones too).
-  CpAsyncTiles<BM, BN, BK, NT, kVec> tiles(p, m0, n0, tid);
+  Tiles tiles(p, m0, n0, tid);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) {
-      tiles.copy(As + s * Cfg::SMEM_A, Bs + s * Cfg::SMEM_B, p.K - s * BK);
-      tiles.advance(p.ldb);
+      tiles.copy(As + s * Cfg::SMEM_A, Bs + s * SMEM_B, p.K - s * BK);
+      tiles.advance(p);
     }
     gemm::cp_async_commit();
   }
@@ -102,8 +114,8 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
   auto refill = [&](int slot, int kt) {
     const int next = kt + STAGES - 1;
     if (next < KT) {
-      tiles.copy(As + slot * Cfg::SMEM_A, Bs + slot * Cfg::SMEM_B, p.K - next * BK);
-      tiles.advance(p.ldb);
+      tiles.copy(As + slot * Cfg::SMEM_A, Bs + slot * SMEM_B, p.K - next * BK);
+      tiles.advance(p);
     }
     gemm::cp_async_commit();
   };
@@ -124,7 +136,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
       refill(write, kt);
       const int nread = read + 1 == STAGES ? 0 : read + 1;
       const float* as = As + read * Cfg::SMEM_A + a_col;
-      const float* bs = Bs + read * Cfg::SMEM_B + b_col;
+      const float* bs = Bs + read * SMEM_B + b_col;
 #pragma unroll
       for (int k = 0; k < BK; ++k) {
         if (k == BK - 1) {
@@ -132,9 +144,9 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
           __syncthreads();                    // ... for everyone, and slice kt is fully read
           // k = 0 of slice kt+1 (after the last slice: a stale slot, read and never used)
           load_fragments<A_GS, B_GS>(a[0], b[0], As + nread * Cfg::SMEM_A + a_col,
-                                     Bs + nread * Cfg::SMEM_B + b_col);
+                                     Bs + nread * SMEM_B + b_col);
         } else {
-          load_fragments<A_GS, B_GS>(a[(k + 1) % 2], b[(k + 1) % 2], as + (k + 1) * AS_LD, bs + (k + 1) * BN);
+          load_fragments<A_GS, B_GS>(a[(k + 1) % 2], b[(k + 1) % 2], as + (k + 1) * AS_LD, bs + (k + 1) * BS_LD);
         }
         outer_product(acc, a[k % 2], b[k % 2]);
       }
@@ -155,12 +167,12 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
     refill(write, kt);
 
     const float* as = As + read * Cfg::SMEM_A + a_col;
-    const float* bs = Bs + read * Cfg::SMEM_B + b_col;
+    const float* bs = Bs + read * SMEM_B + b_col;
     // TM/4 + TN/4 LDS.128 (one wavefront each) feed TM*TN FFMA: 4 per 64 for 8x8.
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
       float a[TM], b[TN];
-      load_fragments<A_GS, B_GS>(a, b, as + k * AS_LD, bs + k * BN);
+      load_fragments<A_GS, B_GS>(a, b, as + k * AS_LD, bs + k * BS_LD);
       outer_product(acc, a, b);
     }
     read = read + 1 == STAGES ? 0 : read + 1;
@@ -172,7 +184,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) warp_tiled_kernel(ge
   store_c<TM, TN, 16, 32, kVec>(p, acc, m0 + a_col, n0 + b_col);
 }
 
-// Host side: grid size, the > 48 KiB opt-in, kVec dispatch.
+// Host side: grid size, the > 48 KiB opt-in, layout and kVec dispatch.
 template <class Cfg>
 const char* warp_tiled_unsupported(const gemm::Problem<float>& p) {
   if (static_cast<long long>(gemm::cdiv(p.M, Cfg::BM)) * gemm::cdiv(p.N, Cfg::BN) > 0x7fffffffLL)
@@ -180,24 +192,28 @@ const char* warp_tiled_unsupported(const gemm::Problem<float>& p) {
   return nullptr;
 }
 
-template <class Cfg, bool kVec>
+template <class Cfg, gemm::Layout L, bool kVec>
 cudaError_t warp_tiled_launch_as(const gemm::Problem<float>& p, cudaStream_t stream) {
-  auto* k = &warp_tiled_kernel<Cfg, kVec>;
-  if (Cfg::SMEM_BYTES > 48 * 1024) {
+  auto* k = &warp_tiled_kernel<Cfg, L, kVec>;
+  constexpr int SMEM_BYTES = Cfg::template smem_bytes<L>();
+  if (SMEM_BYTES > 48 * 1024) {
     // Once per instantiation (a function-local static is initialised exactly once).
     static const cudaError_t attr =
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES);
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     if (attr != cudaSuccess) return attr;
   }
   const int blocks = gemm::cdiv(p.M, Cfg::BM) * gemm::cdiv(p.N, Cfg::BN);
-  k<<<blocks, Cfg::NT, Cfg::SMEM_BYTES, stream>>>(p);
+  k<<<blocks, Cfg::NT, SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
 }
 
 template <class Cfg>
 cudaError_t warp_tiled_launch(const gemm::Problem<float>& p, cudaStream_t stream) {
-  return float4_ok(p) ? warp_tiled_launch_as<Cfg, true>(p, stream)
-                      : warp_tiled_launch_as<Cfg, false>(p, stream);
+  return gemm::with_layout(p.layout, [&](auto l) {
+    constexpr gemm::Layout L = decltype(l)::value;
+    return float4_ok(p) ? warp_tiled_launch_as<Cfg, L, true>(p, stream)
+                        : warp_tiled_launch_as<Cfg, L, false>(p, stream);
+  });
 }
 
 }  // namespace simt
