@@ -31,7 +31,8 @@ constexpr int NT = TX * TY;                // 256 threads
 constexpr int AS_LD = BM + simt::A_PAD;    // row stride of the transposed A tile (words)
 static_assert(TM == 8 && TN == 8, "the micro-tile is 2x2 float4 groups: rows ty*4 + {0, BM/2}");
 static_assert(STAGES >= 2, "a pipeline needs one slice computing and one landing");
-static_assert(STAGES * BK * (AS_LD + BN + simt::A_PAD) * 4 <= 48 * 1024, "static shared memory is capped at 48 KiB");
+static_assert(STAGES * BK * (AS_LD + BN + simt::B_PAD<gemm::Layout::NT>) * 4 <= 48 * 1024,
+              "static shared memory is capped at 48 KiB (NT's padded Bs rows included)");
 
 // __launch_bounds__(NT, 2): registers capped at 128 so two blocks (16 warps) share an SM.
 // One instantiation per layout (L) and copy width (kVec).
