@@ -12,8 +12,11 @@
 namespace simt {
 
 // True when every operand may move as float4: 16-byte aligned bases and leading dimensions that
-// are multiples of 4 floats, so every 4-aligned column of every row starts on a 16-byte boundary.
-// Stages pick their vector (kVec) or scalar kernel instantiation from this at launch.
+// are multiples of 4 floats, so every 4-aligned column of every stored row starts on a 16-byte
+// boundary. One rule in every layout: a float4 (or 16-byte cp.async) always runs along an
+// operand's stored rows (its contiguous dimension: K or M for A, N or K for B, N for C), whose
+// stride is the leading dimension. Stages pick their vector (kVec) or scalar instantiation of
+// the problem's layout from this at launch (study.autotune.vector_path mirrors it).
 inline bool float4_ok(const gemm::Problem<float>& p) {
   auto aligned = [](const void* q) { return (reinterpret_cast<size_t>(q) & 15) == 0; };
   return aligned(p.A) && aligned(p.B) && aligned(p.C) &&

@@ -2,8 +2,9 @@
 //
 // Born in s03 (block (bx, by) owns C[by*BM .. +BM][bx*BN .. +BN]) and shared by s04-s06, which
 // keep its grid and add the choice between the float4 (kVec) and the scalar instantiation of
-// their kernel (simt::float4_ok, common/simt_epilogue.cuh). grid.x runs along N (up to 2^31-1
-// blocks); grid.y along M holds at most 65535 blocks, which is what limits M.
+// their kernel (simt::float4_ok, common/simt_epilogue.cuh); the stage passes the two
+// instantiations of the problem's layout (gemm::with_layout). grid.x runs along N (up to
+// 2^31-1 blocks); grid.y along M holds at most 65535 blocks, which is what limits M.
 #pragma once
 #include "common/gemm.cuh"
 #include "common/simt_epilogue.cuh"

@@ -5,7 +5,7 @@
 // float4 loads out (its comment says why). Those stages change how tiles reach shared memory
 // and which outputs a thread owns, not this step. Layouts (common/simt_ldg.cuh):
 //   As: [BK][BM + A_PAD]  transposed: 4 consecutive rows of A are one float4 of an As row
-//   Bs: [BK][BN]
+//   Bs: [BK][BN]          (NT: rows padded to BN + 4; this step only follows the row pointers)
 // A thread owns (TM/4) x (TN/4) groups of 4x4 outputs; its A groups lie A_GS rows apart and
 // its B groups B_GS columns apart (s04-s06: BM/2 and BN/2; warp tiles: 16 and 32). Per k step
 // TM/4 + TN/4 LDS.128 feed TM * TN FFMA (8x8: 4 per 64, where s03's scalar reads took 16).
