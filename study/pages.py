@@ -259,9 +259,11 @@ def write(pages: dict, out: Path) -> list:
 
 METHOD = """\
 - Inputs: seeded `randn`, each operand scaled by K^-1/4 so every output element has variance ~1
-  (never zeros); B is held as a contiguous N x K tensor `w`: stages with `Layout: NT` get
-  `w.t()`, stages with `Layout: NN` a contiguous K x N copy, prepared outside the timed region.
-  cuBLAS (torch.mm; FP32 with TF32 off) is timed in every layout its precision's stages use.
+  (never zeros); B is held as a contiguous N x K tensor `w`. A kernel in NT gets `w.t()`, in NN
+  and TN a contiguous K x N copy; in TN A is the transposed view of a contiguous K x M copy. The
+  copies are made outside the timed region. A stage runs its header's first layout at every shape
+  and its other layouts at 4096^3 (rows of kind `layout`). cuBLAS (torch.mm; FP32 with TF32 off)
+  is timed in every layout its precision's stages use.
 - Accuracy: relative Frobenius error against `torch.matmul` of float64 copies of the very inputs
   (rounded fp16/bf16 inputs for those precisions), on the GPU in the same run, from a fresh
   output filled with NaN. Tolerances come from `study/tolerance.py`; a kernel above it is
