@@ -4,7 +4,8 @@ study.use, torch.compile(fullgraph=True), CUDA graphs, the GPT trained through a
 
 CPU: each check of model_checks.py runs on Triton s10 (fp16: the interpreter's bf16 dot is
 wrong) under TRITON_INTERPRET=1 in a subprocess; the page is rendered from made-up rows.
-GPU (marker gpu): the same checks on every fp16/bf16 stage of both families, in bf16.
+GPU (marker gpu): the same checks on every fp16/bf16 stage of both families, in bf16, and those
+that hold for any dtype on every fp32 stage, in fp32.
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ CPU_CHECKS = ["ops_layouts", "no_silent_grad", "ops_fake", "linear_grads", "use_
 GPU_CHECKS = ["ops_layouts", "no_silent_grad", "ops_fake", "linear_grads", "use_routes", "compile_fullgraph", "cuda_graph",
               "model_group"]
 HALF_STAGES = [s for s in study.all_stages() if set(s.precisions) & {"fp16", "bf16"} and s.number >= 10]
+# The fp32 stages (s01-s08 of both families take NN, NT and TN): the checks that hold for any dtype.
+# use_routes and model_group are 16-bit checks (they count an fp32 product as a fallback; the GPT
+# trains in bf16).
+FP32_STAGES = [s for s in study.all_stages() if "fp32" in s.precisions]
+FP32_CHECKS = ["ops_layouts", "linear_grads", "cuda_graph", "compile_fullgraph"]
 
 
 @pytest.mark.parametrize("check", CPU_CHECKS)
@@ -161,3 +167,17 @@ def test_gpu(stage, check):
         pytest.skip(why)
     kw = {"backend": "inductor"} if check == "compile_fullgraph" else {}
     getattr(model_checks, check)(stage.family, stage.short, "cuda", torch.bfloat16, **kw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("check", FP32_CHECKS)
+@pytest.mark.parametrize("stage", FP32_STAGES, ids=lambda s: f"{s.family}-{s.stem}")
+def test_gpu_fp32(stage, check):
+    """study.gemm / gemm_ in every layout, study.Linear forward and backward (NT, NN, TN), a CUDA
+    graph and torch.compile(fullgraph=True) through each fp32 stage, in fp32 against fp64."""
+    import torch
+
+    import model_checks
+
+    kw = {"backend": "inductor"} if check == "compile_fullgraph" else {}
+    getattr(model_checks, check)(stage.family, stage.short, "cuda", torch.float32, **kw)
