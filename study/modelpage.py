@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .inmodel import SLOW_HOST
 from .results import Data
 from .tables import fmt
 
@@ -138,6 +139,23 @@ def overhead_verdict(m: pd.DataFrame) -> str:
         price = f", {noop.min():.1f}-{noop.max():.1f} us of it torch's dispatcher (the no-op's own time)" if len(noop) else ""
         out += (f"; the operators called by name (`torch.ops.study.gemm` / `gemm_`, as compiled code without CUDA "
                 f"graphs calls them) take up to {named.max():+.1f} us{price}")
+    return out + "." + _host_note(m)
+
+
+def _host_note(m: pd.DataFrame) -> str:
+    """" Torch.mm alone ran at ...": how many rows were measured again because the host ran slow,
+    and which stayed slow (their figures inflated); "" for runs that did not record tries."""
+    tries = _rows(m, "host_tries").set_index("variant")["value"]
+    if tries.empty:
+        return ""
+    ref = _rows(m, "host_reference_us").set_index("variant")["value"]
+    mm = _rows(m, "host_us").query("note == 'torch.mm'").set_index("variant")["value"]
+    slow = [v for v in tries.index if mm.get(v, 0.0) > SLOW_HOST * ref.get(v, float("inf"))]
+    out = (f" On this host torch.mm alone took {ref.min():.1f} us a call; {int((tries > 1).sum())} of {len(tries)} "
+           f"rows were measured again because torch.mm ran more than {SLOW_HOST:g}x that, each keeping its fastest try")
+    if slow:
+        out += (f"; {len(slow)} stayed slow (torch.mm {mm[slow].min():.1f}-{mm[slow].max():.1f} us: "
+                f"{', '.join(_name(v) for v in slow)}), and their figures are inflated with it")
     return out + "."
 
 

@@ -148,10 +148,51 @@ def test_model_page_from_rows():
     assert "take up to +11.0 us, 3.0-4.0 us of it torch's dispatcher (the no-op's own time)." in text
     fast = m[~((m["what"] == "host_us_over_torch") & (m["value"] > 10))]
     assert "at +4.5 us, within the target" in modelpage.overhead_verdict(fast)
+    assert "On this host" not in text, "a run that recorded no tries says nothing about them"
     assert modelpage.overhead_verdict(m[m["what"] != "host_us_over_torch"]) == ""
     found = modelpage.findings(data)
     assert found[0].startswith("A Llama MLP block (bf16) through the fastest stage runs at 1.11x torch at M = 16")
     assert "1 of 2 stay within" in found[1] and "(NVIDIA_H100_80GB_HBM3/model.md)" in found[1]
+
+
+def test_overhead_verdict_names_a_slow_host():
+    """The overhead sentence says how many rows were measured again because torch.mm ran slow
+    against the host's reference, and names any row that stayed slow."""
+    from study import modelpage
+
+    rows = []
+    for stage, tries, mm in (("s10_half_wmma", 1, 15.5), ("s11_mma_pipeline", 2, 16.0), ("s12_tma_wgmma", 2, 26.0)):
+        rows += [("cuda", stage, "host_us_over_torch", 64, 3.0, "us per call", "study.gemm"),
+                 ("cuda", stage, "host_us", 64, mm, "us per call", "torch.mm"),
+                 ("cuda", stage, "host_tries", 64, tries, "measurements", "torch.mm over its reference"),
+                 ("cuda", stage, "host_reference_us", 64, 15.0, "us per call", "torch.mm alone")]
+    m = pd.DataFrame(rows, columns=["family", "stage", "what", "size", "value", "unit", "note"])
+    m.insert(0, "gpu", "NVIDIA_H100_80GB_HBM3")
+    got = modelpage.overhead_verdict(m)
+    assert ("On this host torch.mm alone took 15.0 us a call; 2 of 3 rows were measured again because torch.mm "
+            "ran more than 1.25x that, each keeping its fastest try; 1 stayed slow (torch.mm 26.0-26.0 us: "
+            "cuda s12_tma_wgmma), and their figures are inflated with it.") in got, got
+
+
+def test_measure_steady_keeps_the_fastest_try(monkeypatch):
+    """overhead.measure_steady measures again while torch.mm runs slow against the reference, at
+    most `retries` more times, and keeps the try whose torch.mm was fastest."""
+    from study import overhead
+
+    times = iter([30.0, 20.0, 25.0, 14.0])
+    calls = []
+
+    def fake(family, name, **kw):
+        calls.append(kw)
+        return pd.DataFrame({"path": ["torch.mm", "study.gemm"], "us_host": [next(times), 1.0]})
+    monkeypatch.setattr(overhead, "measure", fake)
+    df = overhead.measure_steady("cuda", "s13", 15.0, retries=2, pause_s=0, rounds=3)
+    assert df["us_host"].iloc[0] == 20.0 and df.attrs == {"tries": 3, "reference_us": 15.0}
+    assert calls == [{"rounds": 3}] * 3
+    df = overhead.measure_steady("cuda", "s13", 15.0, retries=2, pause_s=0)   # 14.0: within at once
+    assert df.attrs["tries"] == 1
+    with pytest.raises(ValueError, match="retries"):
+        overhead.measure_steady("cuda", "s13", 15.0, retries=-1)
 
 
 @pytest.mark.gpu
