@@ -151,8 +151,10 @@ def _host_note(m: pd.DataFrame) -> str:
     ref = _rows(m, "host_reference_us").set_index("variant")["value"]
     mm = _rows(m, "host_us").query("note == 'torch.mm'").set_index("variant")["value"]
     slow = [v for v in tries.index if mm.get(v, 0.0) > SLOW_HOST * ref.get(v, float("inf"))]
-    out = (f" On this host torch.mm alone took {ref.min():.1f} us a call; {int((tries > 1).sum())} of {len(tries)} "
-           f"rows were measured again because torch.mm ran more than {SLOW_HOST:g}x that, each keeping its fastest try")
+    again = int((tries > 1).sum())
+    out = (f" torch.mm's reference on this host was {ref.min():.1f} us a call (the fastest of its own loops and of "
+           f"the rows' medians); {again} of {len(tries)} {'row was' if again == 1 else 'rows were'} measured again "
+           f"because torch.mm ran more than {SLOW_HOST:g}x the reference of the time, each keeping its fastest try")
     if slow:
         out += (f"; {len(slow)} stayed slow (torch.mm {mm[slow].min():.1f}-{mm[slow].max():.1f} us: "
                 f"{', '.join(_name(v) for v in slow)}), and their figures are inflated with it")

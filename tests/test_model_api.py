@@ -148,7 +148,7 @@ def test_model_page_from_rows():
     assert "take up to +11.0 us, 3.0-4.0 us of it torch's dispatcher (the no-op's own time)." in text
     fast = m[~((m["what"] == "host_us_over_torch") & (m["value"] > 10))]
     assert "at +4.5 us, within the target" in modelpage.overhead_verdict(fast)
-    assert "On this host" not in text, "a run that recorded no tries says nothing about them"
+    assert "reference on this host" not in text, "a run that recorded no tries says nothing about them"
     assert modelpage.overhead_verdict(m[m["what"] != "host_us_over_torch"]) == ""
     found = modelpage.findings(data)
     assert found[0].startswith("A Llama MLP block (bf16) through the fastest stage runs at 1.11x torch at M = 16")
@@ -169,9 +169,10 @@ def test_overhead_verdict_names_a_slow_host():
     m = pd.DataFrame(rows, columns=["family", "stage", "what", "size", "value", "unit", "note"])
     m.insert(0, "gpu", "NVIDIA_H100_80GB_HBM3")
     got = modelpage.overhead_verdict(m)
-    assert ("On this host torch.mm alone took 15.0 us a call; 2 of 3 rows were measured again because torch.mm "
-            "ran more than 1.25x that, each keeping its fastest try; 1 stayed slow (torch.mm 26.0-26.0 us: "
-            "cuda s12_tma_wgmma), and their figures are inflated with it.") in got, got
+    assert ("torch.mm's reference on this host was 15.0 us a call (the fastest of its own loops and of the rows' "
+            "medians); 2 of 3 rows were measured again because torch.mm ran more than 1.25x the reference of the "
+            "time, each keeping its fastest try; 1 stayed slow (torch.mm 26.0-26.0 us: cuda s12_tma_wgmma), and "
+            "their figures are inflated with it.") in got, got
 
 
 def test_measure_steady_keeps_the_fastest_try(monkeypatch):
