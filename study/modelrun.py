@@ -19,7 +19,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 
-from .inmodel import (COLUMNS, TORCH, ModelOptions, context_alive, failed, grad_check, label, row, say,
+from .inmodel import (COLUMNS, SLOW_HOST, TORCH, ModelOptions, context_alive, failed, grad_check, label, row, say,
                       train_variant)
 from .registry import ROOT
 
@@ -62,31 +62,56 @@ def run_child(spec: dict, emit) -> int:
                 key = f"{part}:{n}"
                 one(key, TORCH, lambda n=n, fn=fn, key=key: fn(
                     variants, n, opts.reps, lambda v: emit({"event": "start", "key": key, "variant": label(v)})))
-    if "overhead" in opts.parts:
-        from .overhead import torch_mm_us
-
-        ref = [torch_mm_us(device=opts.device)]   # the host's reference, lowered by any faster row
-        for v in variants[2:]:   # the stages (torch and the yardstick are its baselines)
-            one(f"overhead:{label(v)}", v, lambda v=v: overhead_rows(v, ref))
+    if "overhead" in opts.parts:   # the stages (torch and the yardstick are its baselines), one key:
+        one("overhead", TORCH, lambda: overhead_rows(   # a crash is pinned on the stage being measured
+            variants[2:], opts.device, lambda v: emit({"event": "start", "key": "overhead", "variant": label(v)})))
     if opts.device == "cuda":
         torch.cuda.synchronize()
     emit({"event": "done"})
     return 0
 
 
-def overhead_rows(variant, ref: list) -> list:
-    """Host microseconds per call of each path to the stage (overhead.py) at 64^3 bf16, NT, taken
-    again while the host runs slow against ref[0] (torch.mm's reference, lowered here)."""
+def overhead_rows(stages: list, device: str, on_start) -> list:
+    """Host microseconds per call of each path to each stage (overhead.py) at 64^3 bf16, NT. Each
+    stage is measured again while its torch.mm runs slow against the host's reference (torch.mm
+    alone, lowered by every faster row); then a stage measured before the reference fell that is
+    still slow against the final one gets one more try. Rows keep each stage's fastest try."""
     from . import overhead
 
-    df = overhead.measure_steady(variant[0], variant[1], ref[0], rounds=15)
-    ref[0] = min(ref[0], float(df.loc[df["path"] == "torch.mm", "us_host"].iloc[0]))
-    out = [row(variant, "host_tries", 64, df.attrs["tries"], "measurements", "torch.mm over its reference"),
-           row(variant, "host_reference_us", 64, df.attrs["reference_us"], "us per call", "torch.mm alone")]
-    for r in df.itertuples():
-        out += [row(variant, "host_us", 64, r.us_host, "us per call", r.path),
-                row(variant, "host_us_over_torch", 64, r.us_over_torch, "us per call", r.path)]
-    say(f"overhead {label(variant)}: " + ", ".join(f"{r.path} {r.us_over_torch:+.1f}" for r in df.itertuples()))
+    def mm(df):
+        return float(df.loc[df["path"] == "torch.mm", "us_host"].iloc[0])
+
+    ref, got = overhead.torch_mm_us(device=device), {}
+    for again in (False, True):
+        for v in stages:
+            old = got.get(v)
+            if again and (old is None or isinstance(old, dict) or mm(old) <= SLOW_HOST * ref):
+                continue
+            on_start(v)
+            try:
+                df = overhead.measure_steady(v[0], v[1], ref, retries=0 if again else 1, rounds=15)
+            except Exception as exc:   # the stage refused or failed; the CUDA context lives on
+                if not context_alive(device):
+                    raise
+                got[v] = failed(v, "overhead", f"{type(exc).__name__}: {exc}")
+                continue
+            if again:
+                tries = old.attrs["tries"] + 1
+                df = df if mm(df) < mm(old) else old
+                df.attrs["tries"] = tries
+            got[v], ref = df, min(ref, mm(df))
+    out = []
+    for v, df in got.items():
+        if isinstance(df, dict):   # a failed row
+            out.append(df)
+            continue
+        out += [row(v, "host_tries", 64, df.attrs["tries"], "measurements", "torch.mm over its reference"),
+                row(v, "host_reference_us", 64, ref, "us per call", "torch.mm alone or a faster row's")]
+        for r in df.itertuples():
+            out += [row(v, "host_us", 64, r.us_host, "us per call", r.path),
+                    row(v, "host_us_over_torch", 64, r.us_over_torch, "us per call", r.path)]
+        say(f"overhead {label(v)} ({df.attrs['tries']} tries, torch.mm {mm(df):.1f} us, reference {ref:.1f}): "
+            + ", ".join(f"{r.path} {r.us_over_torch:+.1f}" for r in df.itertuples()))
     return out
 
 

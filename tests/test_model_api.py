@@ -223,3 +223,30 @@ def test_gpu_fp32(stage, check):
 
     kw = {"backend": "inductor"} if check == "compile_fullgraph" else {}
     getattr(model_checks, check)(stage.family, stage.short, "cuda", torch.float32, **kw)
+
+
+def test_overhead_rows_measure_a_slow_stage_again(monkeypatch):
+    """modelrun.overhead_rows: the reference falls with every faster row; a stage measured before it
+    fell and still slow against the final one is measured once more, keeping the faster try."""
+    from study import modelrun, overhead
+
+    mms = {("cuda", "s10"): [20.0, 19.0], ("cuda", "s11"): [13.0], ("triton", "s10"): [12.0]}
+    calls = []
+
+    def fake(family, name, ref, retries=1, **kw):
+        calls.append((family, name, retries, ref))
+        mm = mms[(family, name)].pop(0)
+        df = pd.DataFrame({"path": ["torch.mm", "study.gemm"], "us_host": [mm, mm + 3], "us_over_torch": [0.0, 3.0]})
+        df.attrs.update(tries=1, reference_us=ref)
+        return df
+    monkeypatch.setattr(overhead, "measure_steady", fake)
+    monkeypatch.setattr(overhead, "torch_mm_us", lambda device: 19.0)
+    starts = []
+    stages = [("cuda", "s10"), ("cuda", "s11"), ("triton", "s10")]
+    rows = pd.DataFrame(modelrun.overhead_rows(stages, "cpu", starts.append))
+    assert starts == stages + [("cuda", "s10")]
+    assert [c[2] for c in calls] == [1, 1, 1, 0] and calls[-1][3] == 12.0
+    first = rows[(rows["family"] == "cuda") & (rows["stage"] == "s10")].set_index("what")
+    assert first.loc["host_tries", "value"] == 2 and first.loc["host_reference_us", "value"] == 12.0
+    mm = first[first["note"] == "torch.mm"]
+    assert mm.loc["host_us", "value"] == 19.0
