@@ -50,91 +50,69 @@ constexpr int a_chunks() { return BM * BK / 4 / NT; }
 template <int BK, int BN, int NT>
 constexpr int b_chunks() { return BK * BN / 4 / NT; }
 
-// A chunk e = tid + i * NT. K-contiguous A: row m = e / (BK/4), columns k = 4 * (e % (BK/4)) ..
-// (a warp reads 16 rows x 32 bytes, whole sectors). M-contiguous A (TN, stored [K][M]): row
-// k = e / (BM/4), columns m = 4 * (e % (BM/4)) .. (a warp reads 512 consecutive bytes).
+// One operand tile (A: X = M, B: X = N) of BX x BK elements, chunk e = tid + i * NT.
+// X-contiguous (A in TN stored [K][M], B in NN/TN): row k = e / (BX/4), columns x = 4 * (e % (BX/4))
+// .. (a warp reads 512 consecutive bytes). K-contiguous (A in NN/NT, B in NT stored [N][K]): row
+// x = e / (BK/4), columns k = 4 * (e % (BK/4)) .. (a warp reads 16 rows x 32 bytes, whole sectors).
+template <bool X_MAJOR, int BX, int BK, int NT, bool kVec>
+__device__ __forceinline__ void ldg_tile(float4 (&r)[BX * BK / 4 / NT], const float* src, int ld, int x_end,
+                                         int k_end, int x0, int k0, int tid) {
+  static_assert(BK % 4 == 0 && BX % 4 == 0 && (BX * BK / 4) % NT == 0,
+                "an operand tile must split into whole float4s per thread");
+#pragma unroll
+  for (int i = 0; i < BX * BK / 4 / NT; ++i) {
+    const int e = tid + i * NT;
+    if constexpr (X_MAJOR) {
+      const int k = e / (BX / 4), x = 4 * (e % (BX / 4));
+      const int gx = x0 + x, gk = k0 + k;
+      r[i] = load4<kVec>(src + gk * ld + gx, gk < k_end, x_end - gx);
+    } else {
+      const int x = e / (BK / 4), k = 4 * (e % (BK / 4));
+      const int gx = x0 + x, gk = k0 + k;
+      r[i] = load4<kVec>(src + gx * ld + gk, gx < x_end, k_end - gk);
+    }
+  }
+}
+
+// Into the [BK][LD] tile: an X-contiguous float4 is already in the tile's order (one STS.128,
+// consecutive lanes, no conflict); a K-contiguous one is stored transposed, 4 scalar STS (the
+// price of float4 reads in the inner loop), conflict-free with the padded LD (A_PAD above).
+template <bool X_MAJOR, int BX, int BK, int NT, int LD>
+__device__ __forceinline__ void sts_tile(float* S, const float4 (&r)[BX * BK / 4 / NT], int tid) {
+#pragma unroll
+  for (int i = 0; i < BX * BK / 4 / NT; ++i) {
+    const int e = tid + i * NT;
+    if constexpr (X_MAJOR) {
+      const int k = e / (BX / 4), x = 4 * (e % (BX / 4));
+      *reinterpret_cast<float4*>(S + k * LD + x) = r[i];
+    } else {
+      const int x = e / (BK / 4), k = 4 * (e % (BK / 4));
+      S[(k + 0) * LD + x] = r[i].x;
+      S[(k + 1) * LD + x] = r[i].y;
+      S[(k + 2) * LD + x] = r[i].z;
+      S[(k + 3) * LD + x] = r[i].w;
+    }
+  }
+}
+
+// A's and B's tiles in layout L: As [BK][BM + A_PAD], Bs [BK][BN + B_PAD<L>].
 template <gemm::Layout L, int BM, int BK, int NT, bool kVec>
 __device__ __forceinline__ void ldg_a(float4 (&r)[a_chunks<BM, BK, NT>()], const gemm::Problem<float>& p,
                                       int m0, int k0, int tid) {
-  static_assert(BK % 4 == 0 && BM % 4 == 0 && (BM * BK / 4) % NT == 0,
-                "A tile must split into whole float4s per thread");
-#pragma unroll
-  for (int i = 0; i < a_chunks<BM, BK, NT>(); ++i) {
-    const int e = tid + i * NT;
-    if constexpr (gemm::Majors<L>::A_MN) {
-      const int k = e / (BM / 4), m = 4 * (e % (BM / 4));
-      const int gm = m0 + m, gk = k0 + k;
-      r[i] = load4<kVec>(p.A + gk * p.lda + gm, gk < p.K, p.M - gm);
-    } else {
-      const int m = e / (BK / 4), k = 4 * (e % (BK / 4));
-      const int gm = m0 + m, gk = k0 + k;
-      r[i] = load4<kVec>(p.A + gm * p.lda + gk, gm < p.M, p.K - gk);
-    }
-  }
+  ldg_tile<gemm::Majors<L>::A_MN, BM, BK, NT, kVec>(r, p.A, p.lda, p.M, p.K, m0, k0, tid);
 }
-
-// K-contiguous A: a transposing store, 4 scalar STS per float4 (the price of float4 reads in
-// the inner loop). M-contiguous A is already in As's order: one STS.128, consecutive lanes.
 template <gemm::Layout L, int BM, int BK, int NT>
 __device__ __forceinline__ void sts_a(float* As, const float4 (&r)[a_chunks<BM, BK, NT>()], int tid) {
-#pragma unroll
-  for (int i = 0; i < a_chunks<BM, BK, NT>(); ++i) {
-    const int e = tid + i * NT;
-    if constexpr (gemm::Majors<L>::A_MN) {
-      const int k = e / (BM / 4), m = 4 * (e % (BM / 4));
-      *reinterpret_cast<float4*>(As + k * (BM + A_PAD) + m) = r[i];
-    } else {
-      const int m = e / (BK / 4), k = 4 * (e % (BK / 4));
-      As[(k + 0) * (BM + A_PAD) + m] = r[i].x;
-      As[(k + 1) * (BM + A_PAD) + m] = r[i].y;
-      As[(k + 2) * (BM + A_PAD) + m] = r[i].z;
-      As[(k + 3) * (BM + A_PAD) + m] = r[i].w;
-    }
-  }
+  sts_tile<gemm::Majors<L>::A_MN, BM, BK, NT, BM + A_PAD>(As, r, tid);
 }
-
-// B chunk e. N-contiguous B (NN, TN): row k = e / (BN/4), columns n = 4 * (e % (BN/4)) ..: a
-// warp reads 512 consecutive bytes of one row of B. K-contiguous B (NT, stored [N][K]): row
-// n = e / (BK/4), columns k = 4 * (e % (BK/4)) .., as A in NN.
 template <gemm::Layout L, int BK, int BN, int NT, bool kVec>
 __device__ __forceinline__ void ldg_b(float4 (&r)[b_chunks<BK, BN, NT>()], const gemm::Problem<float>& p,
                                       int k0, int n0, int tid) {
-  static_assert(BN % 4 == 0 && BK % 4 == 0 && (BK * BN / 4) % NT == 0,
-                "B tile must split into whole float4s per thread");
-#pragma unroll
-  for (int i = 0; i < b_chunks<BK, BN, NT>(); ++i) {
-    const int e = tid + i * NT;
-    if constexpr (gemm::Majors<L>::B_MN) {
-      const int k = e / (BN / 4), n = 4 * (e % (BN / 4));
-      const int gk = k0 + k, gn = n0 + n;
-      r[i] = load4<kVec>(p.B + gk * p.ldb + gn, gk < p.K, p.N - gn);
-    } else {
-      const int n = e / (BK / 4), k = 4 * (e % (BK / 4));
-      const int gk = k0 + k, gn = n0 + n;
-      r[i] = load4<kVec>(p.B + gn * p.ldb + gk, gn < p.N, p.K - gk);
-    }
-  }
+  ldg_tile<gemm::Majors<L>::B_MN, BN, BK, NT, kVec>(r, p.B, p.ldb, p.N, p.K, n0, k0, tid);
 }
-
-// N-contiguous B: STS.128, consecutive lanes, no conflict. K-contiguous B: transposed like A,
-// into rows padded by B_PAD (bank = 4k + n: 32 banks for a warp's 16 rows n x 2 chunks of k).
 template <gemm::Layout L, int BK, int BN, int NT>
 __device__ __forceinline__ void sts_b(float* Bs, const float4 (&r)[b_chunks<BK, BN, NT>()], int tid) {
-  constexpr int LD = BN + B_PAD<L>;  // row stride of Bs (words)
-#pragma unroll
-  for (int i = 0; i < b_chunks<BK, BN, NT>(); ++i) {
-    const int e = tid + i * NT;
-    if constexpr (gemm::Majors<L>::B_MN) {
-      const int k = e / (BN / 4), n = 4 * (e % (BN / 4));
-      *reinterpret_cast<float4*>(Bs + k * LD + n) = r[i];
-    } else {
-      const int n = e / (BK / 4), k = 4 * (e % (BK / 4));
-      Bs[(k + 0) * LD + n] = r[i].x;
-      Bs[(k + 1) * LD + n] = r[i].y;
-      Bs[(k + 2) * LD + n] = r[i].z;
-      Bs[(k + 3) * LD + n] = r[i].w;
-    }
-  }
+  sts_tile<gemm::Majors<L>::B_MN, BN, BK, NT, BN + B_PAD<L>>(Bs, r, tid);
 }
 
 }  // namespace simt
