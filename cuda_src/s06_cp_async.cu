@@ -4,8 +4,8 @@
 //         slice kt+2's copies fly while slice kt is computed; no register staging, no late STS.
 // Why:    s05 holds its prefetch in 8 registers, looks one slice (8 k, ~1000 cycles of FFMA) ahead,
 //         and its STS run after the math. cp.async lands data in shared memory by itself: 2 slices
-//         (16 k) in flight for free registers. Cost: A cannot be transposed in 16-byte pieces, so it
-//         moves as 4-byte copies (4 LDGSTS vs 1 LDG.128 + 4 STS per thread and slice); 24.4 KiB.
+//         (16 k) in flight for free registers. Cost: a K-contiguous operand (A; B too in NT) cannot be
+//         transposed in 16-byte pieces: 4-byte copies (4 LDGSTS vs 1 LDG.128 + 4 STS); 24.4 KiB.
 //         With two blocks per SM s05 already hides the latency: the pipeline pays off in s08.
 // Expect: ~1.0x s05 at 4096^3 fp32, not faster (H100: 44.4 vs 45.4 TFLOP/s, 0.98x)
 // Limits: none (any M, N, K >= 1, any leading dimension: tails are zero-filled by the copies;
