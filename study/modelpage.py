@@ -143,8 +143,8 @@ def overhead_verdict(m: pd.DataFrame) -> str:
 
 
 def _host_note(m: pd.DataFrame) -> str:
-    """" Torch.mm alone ran at ...": how many rows were measured again because the host ran slow,
-    and which stayed slow (their figures inflated); "" for runs that did not record tries."""
+    """A sentence on the host: torch.mm's reference time, how many rows were measured again because
+    the host ran slow, and which stayed slow (their figures inflated); "" for runs without tries."""
     tries = _rows(m, "host_tries").set_index("variant")["value"]
     if tries.empty:
         return ""

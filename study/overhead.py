@@ -184,7 +184,6 @@ def measure(family: str = "cuda", name="s13", shape=(64, 64, 64), precision: str
     return df
 
 
-
 def torch_mm_us(shape=(64, 64, 64), precision: str = "bf16", *, calls: int = 200, loops: int = 5,
                 device="cuda") -> float:
     """The host's reference: us per call of torch.mm (a @ b, b an NT view, `shape` = (M, N, K))
