@@ -1,17 +1,20 @@
 """Timing the variants of inmodel.py on the GPU: the GPT's inference and a Llama MLP block.
 
     time_variants(fns, reps)  warmed callables captured into CUDA graphs under their routes and
-                              replayed in rounds over the variants (plain calls if a capture fails)
+                              replayed in rounds over the variants, each round in a new seeded
+                              order (plain calls if a capture fails)
     bench_batch(...)          the GPT's prefill (batch x ctx tokens) and one decode step (batch x 1
                               token against a full KV cache): tokens/s per variant
     bench_mlp(...)            (silu(x W1^T) * (x W3^T)) W2^T, d_model 4096, hidden 11008, bf16, at M
                               tokens: error against fp64, then ms per variant with L2 flushed
 
 Study's timer conventions (harness.py): warm-up excluded (Triton's autotune and JIT happen
-there), CUDA events, the median of `reps` repeats, rounds interleaving the variants (the fp32
-yardstick in rounds of its own, after the others).
+there), CUDA events, the median of `reps` repeats, rounds interleaving the variants in a new
+order each (as measure.py's timed rounds; the fp32 yardstick in rounds of its own, after the others).
 """
 from __future__ import annotations
+
+import random
 
 from .inmodel import TORCH, YARDSTICK, context_alive, failed, label, route, row, say
 
@@ -42,8 +45,9 @@ def warm(fns: dict, on_start) -> dict:
 def time_variants(fns: dict, reps: int, flush=None, apart=(YARDSTICK,)) -> tuple:
     """({name: median ms}, "graph" | "plain") of warmed fns: each is captured into a CUDA graph
     under its route; if any capture fails every fn is timed plainly (one mode per size, host
-    launch time then included). Repeats run in rounds over the variants, so clock drift hits all
-    alike; flush() (an L2 eviction) runs before each repeat if given. The `apart` variants (the
+    launch time then included). Repeats run in rounds over the variants (repeat_order: a new
+    order each round), so clock drift hits all alike; flush() (an L2 eviction) runs before each
+    repeat if given. The `apart` variants (the
     fp32 yardstick: a reference, not a contender) get rounds of their own after the others: in
     the same rounds, its 12 ms repeats of the MLP block at M = 2048 let the GPU recover power
     between the others' ~0.8 ms ones (H100: torch 0.79 there against 0.83-0.84 ms in sustained
@@ -82,11 +86,24 @@ def time_variants(fns: dict, reps: int, flush=None, apart=(YARDSTICK,)) -> tuple
     return med, "graph" if graphs else "plain"
 
 
-def repeat_order(names: list, reps: int, apart=(YARDSTICK,)) -> list:
+ORDER_SEED = 0
+
+
+def repeat_order(names: list, reps: int, apart=(YARDSTICK,), seed: int = ORDER_SEED) -> list:
     """The order time_variants runs its repeats in: `reps` rounds over the names not in `apart`,
-    then `reps` rounds over those in it."""
-    groups = ([n for n in names if n not in apart], [n for n in names if n in apart])
-    return [n for group in groups for _ in range(reps) for n in group]
+    then `reps` rounds over those in it; every round in a new order (random.Random(seed)). At the
+    700 W cap a variant runs faster after a light predecessor than after a heavy one, and a fixed
+    order gives each variant the same predecessor in every round (the MLP block: CUDA s14 always
+    after CUDA s13, torch after Triton s14); shuffled, the effect spreads over every variant's
+    repeats, where the median discards it (measure.py's rounds do the same)."""
+    rng = random.Random(seed)
+    out = []
+    for group in ([n for n in names if n not in apart], [n for n in names if n in apart]):
+        for _ in range(reps):
+            rnd = list(group)
+            rng.shuffle(rnd)
+            out += rnd
+    return out
 
 
 def _routed(variant, work):

@@ -195,7 +195,8 @@ def page(data: Data, table) -> str:
         t = _per_size(m, what, hb, digits)
         if len(t):
             out.append(f"## {title}\n\nColumns: {'batch size' if 'tokens' in what else 'M tokens'}; in brackets the "
-                       "speed against torch (> 1 faster). CUDA-graph replays, median of the repeats.\n\n" + table(t))
+                       "speed against torch (> 1 faster). CUDA-graph replays in rounds over the variants, each "
+                       "round in a new order; median of the repeats.\n\n" + table(t))
     best = mlp_best(m)
     if len(best):
         best = best.assign(ms=best["ms"].map(lambda v: fmt(v, ".3f")), **{"x torch": best["x torch"].map(

@@ -80,17 +80,26 @@ def test_model_options_checked():
 
 
 def test_yardstick_timed_in_rounds_of_its_own():
-    """The MLP block's and the GPT's timing rounds interleave torch and the stages; the fp32
-    yardstick (12 ms a repeat at M = 2048) runs after them, so it cannot cool the GPU between
-    their repeats (modelbench.time_variants)."""
+    """The MLP block's and the GPT's timing rounds interleave torch and the stages, each round in
+    a new seeded order (no variant always follows the same one); the fp32 yardstick (12 ms a
+    repeat at M = 2048) runs after them, so it cannot cool the GPU between their repeats
+    (modelbench.time_variants)."""
     from study.inmodel import TORCH, YARDSTICK
     from study.modelbench import repeat_order
 
     cuda, triton = ("cuda", "s14_stream_k"), ("triton", "s14_stream_k")
-    order = repeat_order([TORCH, YARDSTICK, cuda, triton], 3)
-    assert order == [TORCH, cuda, triton] * 3 + [YARDSTICK] * 3
-    assert repeat_order([TORCH, cuda], 2) == [TORCH, cuda] * 2
-    assert repeat_order([TORCH, YARDSTICK], 2, apart=()) == [TORCH, YARDSTICK] * 2
+    names = [TORCH, YARDSTICK, cuda, triton]
+    order = repeat_order(names, 12)
+    rounds = [order[i:i + 3] for i in range(0, 36, 3)]
+    assert all(sorted(r, key=str) == sorted([TORCH, cuda, triton], key=str) for r in rounds)
+    assert order[36:] == [YARDSTICK] * 12
+    assert len({tuple(map(str, r)) for r in rounds}) > 1           # not one fixed order
+    predecessors = {order[i - 1] for i in range(1, 36) if order[i] == cuda}
+    assert len(predecessors) > 1
+    assert order == repeat_order(names, 12)                          # seeded: the same every run
+    assert repeat_order(names, 12, seed=1) != order
+    both = repeat_order([TORCH, YARDSTICK], 4, apart=())
+    assert sorted(both, key=str) == sorted([TORCH, YARDSTICK] * 4, key=str)
 
 
 def _rows() -> pd.DataFrame:
