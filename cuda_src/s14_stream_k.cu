@@ -112,6 +112,13 @@ constexpr int ksub_for(bool swap, int bn) {
   return ks;
 }
 
+// Rows of C per pass of the staged register epilogue (Cfg) in `left` bytes (CL: in a consumer's
+// slice of the landing zone, `land` bytes), multiples of 8 up to the tile's `rmax`.
+constexpr int stg_rows(int left, bool cl, int land, int pitch, int rmax) {
+  const int fit = (cl ? land : left / CONSUMERS) / (pitch * 2) / 8 * 8;
+  return fit < rmax ? fit : rmax;
+}
+
 // PM: P rows per tile. BM = two consumers x 64 rows; 64 (narrow, NT only) = both consumers on
 // the same 64 P rows, each on its own half of the BN Q rows.
 template <bool SWAP, int BN, int KS, int PM = BM, bool CL = false>
@@ -128,8 +135,28 @@ struct Cfg {
   static constexpr int LAND_BYTES = CL ? CONSUMERS * WG_M * QN * 4 : 0;
   static constexpr int FIT = (SMEM_LIMIT - 1024 - C_BYTES - LAND_BYTES) / STAGE_BYTES;
   static constexpr int CAP = PM == BM ? MAX_STAGES : NARROW_STAGES;
-  static constexpr int STAGES = FIT < CAP ? FIT : CAP;  // 4 at BN = 256 (= s13)
-  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + LAND_BYTES + 1024;
+  static constexpr int RING = FIT < CAP ? FIT : CAP;  // 4 at BN = 256 (= s13)
+  // Register epilogues (swapped: C^T; widths that are not whole 64-wide boxes) stage C as stored
+  // in shared memory, STG_ROWS of its rows (tokens, swapped) per pass, and write it in 16-byte
+  // row chunks: each warp store covers whole row segments, not 8 rows x 16 bytes. Row pitch
+  // 8 mod 64 elements: conflict-free fragment writes. The staging takes what the ring leaves
+  // (CL: the head's own slice of the landing zone, free once the partial is added); where not
+  // even 8 rows fit, the register stores remain, as in the swapped 256-wide tile (forced plans
+  // only; staging spilled there).
+  static constexpr bool REG_EPI = SWAP ? QN <= 128 : QN % C_BOX != 0;
+  static constexpr int STG_COLS = SWAP ? WG_M : QN;  // C columns of one consumer's tile
+  static constexpr int STG_RMAX = SWAP ? QN : WG_M;  // C rows of one consumer's tile
+  static constexpr int STG_PITCH = STG_COLS + ((8 - STG_COLS) % 64 + 64) % 64;
+  static constexpr int LEFT = SMEM_LIMIT - 1024 - C_BYTES - LAND_BYTES;
+  static constexpr int MIN_ROWS = STG_RMAX < 16 ? STG_RMAX : 16;
+  // the ring gives up one stage where the staging would get under 16 rows a pass (4 remain)
+  static constexpr bool SHORT = REG_EPI && RING > 4 &&
+                                stg_rows(LEFT - RING * STAGE_BYTES, CL, WG_M * QN * 4, STG_PITCH, STG_RMAX) < MIN_ROWS;
+  static constexpr int STAGES = SHORT ? RING - 1 : RING;
+  static constexpr int STG_ROWS =
+      REG_EPI ? stg_rows(LEFT - STAGES * STAGE_BYTES, CL, WG_M * QN * 4, STG_PITCH, STG_RMAX) : 0;
+  static constexpr int STG_BYTES = CL ? 0 : CONSUMERS * STG_ROWS * STG_PITCH * 2;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + C_BYTES + LAND_BYTES + STG_BYTES + 1024;
   static_assert(BN % 8 == 0 && BN <= MAX_BN, "wgmma N: a multiple of 8 up to 256");
   static_assert((Q_TILE * 2) % 1024 == 0, "every tile must start on a 1024-byte swizzle atom");
   static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring (+ C staging) must fit in 227 KB");
@@ -228,8 +255,8 @@ __device__ __forceinline__ void st_async_peer(uint32_t addr, float4 v, uint32_t 
                ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
                : "memory");
 }
-__device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -239,7 +266,7 @@ template <typename T, gemm::Layout L, bool SWAP, int BN, int KS, int PM, bool CL
 __global__ void __launch_bounds__(THREADS, 1)
 kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUtensorMap tmap_q,
        const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, Schedule sched,
-       float* __restrict__ partials, int* __restrict__ flags, int tma_store, int vec2_ok) {
+       float* __restrict__ partials, int* __restrict__ flags, int tma_store, int vec2_ok, int vec16_ok) {
   using S = Cfg<SWAP, BN, KS, PM, CL>;
   constexpr int STAGES = S::STAGES, Q_TILE = S::Q_TILE, QN = S::QN, R = QN / 2;
   constexpr bool P_MN = Roles<L, SWAP>::P_MN, Q_MN = Roles<L, SWAP>::Q_MN;
@@ -275,7 +302,10 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
       for (int c = 0; c < CONSUMERS; ++c) hopper::mbar_arrive_expect_tx(&landed[c], WG_M * QN * 4);
   }
   __syncthreads();
-  if constexpr (CL) cluster_arrive_release();  // this CTA's barriers exist (the tail waits on it)
+  // this CTA's barriers exist (the tail waits on it); their initialisation is already released
+  // to the cluster by fence.mbarrier_init (the .release form cost ~0.8 us per CTA before the
+  // first TMA: log, session 55)
+  if constexpr (CL) cluster_arrive_relaxed();
 
   if (wg == 0) {
     // --- operand staging (producer warpgroup): as s13, over the pieces' k ranges -------------
@@ -413,7 +443,55 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
       }
 
       // --- epilogue, part 2: alpha (beta), convert, store ------------------------------------
-      if constexpr (SWAP) {
+      if (S::STG_ROWS && vec16_ok) {
+        // Staged (beta == 0, C rows 16-byte aligned): C as stored, rows gr0.. and columns gc0..
+        // of this consumer's tile; swapped, acc[4j + 2h + e] is C[m = 8j + 2(lane%4) + e][n =
+        // warp*16 + lane/4 + 8h], else C[warp*16 + lane/4 + 8h][8j + 2(lane%4) + e].
+        const int gr0 = SWAP ? q0 + (PM == BM ? 0 : cw * QN) : p0 + (PM == BM ? cw * WG_M : 0);
+        const int gc0 = SWAP ? p0 + (PM == BM ? cw * WG_M : 0) : q0 + (PM == BM ? 0 : cw * QN);
+        constexpr int PITCH = S::STG_PITCH, ROWS = S::STG_ROWS, CPR = S::STG_COLS / 8;
+        T* const stg = CL ? reinterpret_cast<T*>(land + cw * (R / 4) * 128)
+                          : reinterpret_cast<T*>(smem + STAGES * S::STAGE_BYTES + S::C_BYTES) + cw * ROWS * PITCH;
+#pragma unroll
+        for (int r0 = 0; r0 < S::STG_RMAX; r0 += ROWS) {
+          hopper::named_bar_sync(1 + cw, 128);  // the previous pass's (or tile's) chunks are out
+#pragma unroll
+          for (int j = 0; j < QN / 8; ++j) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if constexpr (SWAP) {
+                if (8 * j < r0 || 8 * j >= r0 + ROWS) continue;
+                const int n = warp * 16 + lane / 4 + 8 * h;
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                  stg[(8 * j + 2 * (lane % 4) + e - r0) * PITCH + n] = hopper::Cvt<T>::one(p.alpha * acc[4 * j + 2 * h + e]);
+              } else {
+                const int r = warp * 16 + lane / 4 + 8 * h - r0;
+                if (r >= 0 && r < ROWS)
+                  hopper::st_shared_u32(hopper::smem_u32(stg + r * PITCH + 8 * j + 2 * (lane % 4)),
+                                        hopper::Cvt<T>::bits(p.alpha * acc[4 * j + 2 * h], p.alpha * acc[4 * j + 2 * h + 1]));
+              }
+            }
+          }
+          hopper::named_bar_sync(1 + cw, 128);
+          const int rows = min(ROWS, S::STG_RMAX - r0);
+          for (int i = t; i < rows * CPR; i += 128) {
+            const int r = i / CPR, c = i % CPR * 8;
+            const int gr = gr0 + r0 + r, gc = gc0 + c;
+            if (gr >= p.M || gc >= p.N) continue;
+            const uint4 v = *reinterpret_cast<const uint4*>(stg + r * PITCH + c);
+            T* const dst = p.C + static_cast<size_t>(gr) * p.ldc + gc;
+            if (gc + 8 <= p.N) {
+              *reinterpret_cast<uint4*>(dst) = v;
+            } else {  // the ragged right edge
+              const T* const e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+              for (int k = 0; k < 8; ++k)
+                if (gc + k < p.N) dst[k] = e[k];
+            }
+          }
+        }
+      } else if constexpr (SWAP) {
         // acc holds C^T: fragment row = weight row n, column = token m. C[m][n] is row-major in
         // n, so a warp's store covers 8 consecutive n (16 B) in each of 4 rows m: C is M x N x 2
         // bytes, <= 1/16 of the weight's bytes at decode sizes; a staging pass does not pay.
@@ -641,6 +719,8 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
+  // the staged register epilogue's 16-byte row chunks (Cfg::STG_ROWS)
+  const int vec16_ok = p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 && (p.M == 1 || p.ldc % 8 == 0);
   if constexpr (CL) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -665,11 +745,13 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
       if (dev >= 0 && dev < 64) resident[dev] = clusters + 1;
     }
     if (2 * clusters < pl.grid) return run<T, L, SWAP, BN, PM, false>(p, pl, ws, stream);
-    if ((e = cudaLaunchKernelEx(&cfg, fn, tp, tq, tc, p, pl.s, ws.partials, ws.flags, tma_store, vec2_ok)) != cudaSuccess)
+    if ((e = cudaLaunchKernelEx(&cfg, fn, tp, tq, tc, p, pl.s, ws.partials, ws.flags, tma_store, vec2_ok, vec16_ok)) !=
+        cudaSuccess)
       return e;
     return cudaGetLastError();
   } else {
-    fn<<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials, ws.flags, tma_store, vec2_ok);
+    fn<<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials, ws.flags, tma_store, vec2_ok,
+                                                    vec16_ok);
     return cudaGetLastError();
   }
 }
