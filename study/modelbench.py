@@ -43,7 +43,7 @@ def warm(fns: dict, on_start) -> dict:
 
 
 def time_variants(fns: dict, reps: int, flush=None, apart=(YARDSTICK,)) -> tuple:
-    """({name: median ms}, "graph" | "plain") of warmed fns: each is captured into a CUDA graph
+    """({name: median ms}, "graph" | "plain" + SHUFFLED) of warmed fns: each is captured into a CUDA graph
     under its route; if any capture fails every fn is timed plainly (one mode per size, host
     launch time then included). Repeats run in rounds over the variants (repeat_order: a new
     order each round), so clock drift hits all alike; flush() (an L2 eviction) runs before each
@@ -83,10 +83,11 @@ def time_variants(fns: dict, reps: int, flush=None, apart=(YARDSTICK,)) -> tuple
         events[name].append((s, e))
     torch.cuda.synchronize()
     med = {n: float(torch.tensor([s.elapsed_time(e) for s, e in ev]).median()) for n, ev in events.items()}
-    return med, "graph" if graphs else "plain"
+    return med, ("graph" if graphs else "plain") + SHUFFLED
 
 
 ORDER_SEED = 0
+SHUFFLED = ", shuffled rounds"   # the rows' note says so: runs before it timed rounds in one order
 
 
 def repeat_order(names: list, reps: int, apart=(YARDSTICK,), seed: int = ORDER_SEED) -> list:

@@ -194,9 +194,11 @@ def page(data: Data, table) -> str:
                                      False, ".3f")):
         t = _per_size(m, what, hb, digits)
         if len(t):
+            order = ("each round in a new order" if _rows(m, what)["note"].astype(str).str.contains("shuffled").any()
+                     else "every round in the same order (a run before the shuffled rounds)")
             out.append(f"## {title}\n\nColumns: {'batch size' if 'tokens' in what else 'M tokens'}; in brackets the "
-                       "speed against torch (> 1 faster). CUDA-graph replays in rounds over the variants, each "
-                       "round in a new order; median of the repeats.\n\n" + table(t))
+                       f"speed against torch (> 1 faster). CUDA-graph replays in rounds over the variants, {order}; "
+                       "median of the repeats.\n\n" + table(t))
     best = mlp_best(m)
     if len(best):
         best = best.assign(ms=best["ms"].map(lambda v: fmt(v, ".3f")), **{"x torch": best["x torch"].map(

@@ -146,6 +146,12 @@ def test_model_page_from_rows():
                  "## Host overhead per call", "## What did not run", "train: ValueError: refused", "(1.11x)"):
         assert want in text, want
     assert not any(bad in text for bad in pages.BAD_CELLS if bad != "-"), text
+    # _rows' notes say "graph": timed before the shuffled rounds, and the captions say so
+    assert "every round in the same order" in text and "each round in a new order" not in text
+    shuffled = m.assign(note=m["note"].where(m["note"] != "graph", "graph, shuffled rounds"))
+    text2 = modelpage.page(Data("NVIDIA_H100_80GB_HBM3", pd.DataFrame(), model=shuffled,
+                                environment={"gpu_full_name": "NVIDIA H100"}), pages.table)
+    assert "each round in a new order" in text2 and "every round in the same order" not in text2
     assert "quiet host" not in text, "a run that does not say how its overhead was timed claims nothing"
     quiet = Data("NVIDIA_H100_80GB_HBM3", pd.DataFrame(), model=m, environment={
         "gpu_full_name": "NVIDIA H100", "overhead_timed": "after every GPU's other work, on a quiet host"})
