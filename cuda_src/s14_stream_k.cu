@@ -149,9 +149,12 @@ struct Cfg {
   static constexpr int STG_PITCH = STG_COLS + ((8 - STG_COLS) % 64 + 64) % 64;
   static constexpr int LEFT = SMEM_LIMIT - 1024 - C_BYTES - LAND_BYTES;
   static constexpr int MIN_ROWS = STG_RMAX < 16 ? STG_RMAX : 16;
-  // the ring gives up one stage where the staging would get under 16 rows a pass (4 remain)
-  static constexpr bool SHORT = REG_EPI && RING > 4 &&
-                                stg_rows(LEFT - RING * STAGE_BYTES, CL, WG_M * QN * 4, STG_PITCH, STG_RMAX) < MIN_ROWS;
+  // the ring gives up one stage (4 remain) where the staging would otherwise take more than one
+  // pass (not swapped: 88 / 112-wide tiles, +3 points of cuBLAS at 128 x 11008 / 14336 x 4096)
+  // or under 16 rows a pass (swapped)
+  static constexpr bool SHORT =
+      REG_EPI && RING > 4 &&
+      stg_rows(LEFT - RING * STAGE_BYTES, CL, WG_M * QN * 4, STG_PITCH, STG_RMAX) < (SWAP ? MIN_ROWS : STG_RMAX);
   static constexpr int STAGES = SHORT ? RING - 1 : RING;
   static constexpr int STG_ROWS =
       REG_EPI ? stg_rows(LEFT - STAGES * STAGE_BYTES, CL, WG_M * QN * 4, STG_PITCH, STG_RMAX) : 0;
