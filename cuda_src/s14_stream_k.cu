@@ -495,9 +495,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
           }
         }
       } else if constexpr (SWAP) {
-        // acc holds C^T: fragment row = weight row n, column = token m. C[m][n] is row-major in
-        // n, so a warp's store covers 8 consecutive n (16 B) in each of 4 rows m: C is M x N x 2
-        // bytes, <= 1/16 of the weight's bytes at decode sizes; a staging pass does not pay.
+        // (beta != 0 or C's rows not 16-byte aligned) acc holds C^T: fragment row = weight row n,
+        // column = token m; a warp's store covers 8 consecutive n (16 B) in each of 4 rows m.
         const int n = p0 + (PM == BM ? cw * WG_M : 0) + warp * 16 + lane / 4;
         const int qc = q0 + (PM == BM ? 0 : cw * QN);
 #pragma unroll
