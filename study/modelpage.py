@@ -166,6 +166,18 @@ def failures(m: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"variant": _v(f), "what failed": f["note"]}) if len(f) else pd.DataFrame()
 
 
+def _provenance(env: dict) -> str:
+    """Which run measured the page's rows: the tables' own, or a later `python -m study model`."""
+    run = env.get("model_run")
+    if not run:
+        return (f"\nMeasured in the run that wrote the tables (commit {env.get('git_commit', 'unknown')}, "
+                f"{env.get('date_utc', 'date unknown')}).\n")
+    dirty = " with uncommitted changes" if run.get("git_dirty") else ""
+    return (f"\nMeasured by a later `{run.get('mode', 'python -m study model')}` at commit "
+            f"{run.get('git_commit', 'unknown')}{dirty} ({run.get('date_utc', 'date unknown')}), not in the run "
+            f"that wrote the tables (commit {env.get('git_commit', 'unknown')}, {env.get('date_utc', 'date unknown')}).\n")
+
+
 def page(data: Data, table) -> str:
     """The page's markdown; `table` is pages.table (no nan cells)."""
     m, gpu = data.model, data.environment.get("gpu_full_name", data.gpu)
@@ -175,7 +187,7 @@ def page(data: Data, table) -> str:
            "200 steps with AdamW in bf16, once with torch's matmuls, once with every 2-D GEMM summed in fp32 and "
            "rounded once (the yardstick), and once through each 16-bit stage with `study.use(family, stage)`: "
            "every `nn.Linear` forward (NT) and its backward (dX in NN, dW in TN) run on the stage; attention's "
-           "batched matmuls stay on torch.\n"]
+           "batched matmuls stay on torch.\n" + _provenance(data.environment)]
     bound = loss_bound(m)
     train = training(m)
     if len(train):

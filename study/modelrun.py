@@ -171,6 +171,18 @@ def run_group(opts: ModelOptions | None = None, stall_s: float = 900.0) -> "pd.D
     return df
 
 
+def model_run_entry(opts: ModelOptions) -> dict:
+    """environment.json's "model_run": the run a standalone `python -m study model` recorded its
+    rows in (its commit, date and driver; the tables' own run is the environment around it), as
+    a merged filtered run's entry (publish.MERGED_FIELDS); a full run's model rows are its own."""
+    from .environment import collect
+    from .publish import MERGED_FIELDS
+
+    run = collect()
+    parts = f"--parts {' '.join(opts.parts)} --families {' '.join(opts.families)} --stages {' '.join(opts.stages)}"
+    return {k: run[k] for k in MERGED_FIELDS if k in run} | {"mode": f"python -m study model {parts}"}
+
+
 def record(opts: ModelOptions, root) -> int:
     """`python -m study model`: run the group on this GPU and record its rows as model.csv beside
     this GPU's recorded run (publish.commit: staged, then swapped in with the pages); 1 without a
@@ -187,6 +199,7 @@ def record(opts: ModelOptions, root) -> int:
     with locked(root):
         data = results.load(old)
         data.model = df
+        data.environment = {**data.environment, "model_run": model_run_entry(opts)}
         commit(data, root, [])
     say(f"wrote {old / 'model.csv'}: {len(df)} rows, {int((df['what'] == 'failed').sum())} failed")
     return 0

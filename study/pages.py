@@ -73,15 +73,18 @@ def _phases(env: dict) -> str:
 
 
 def _merged_runs(env: dict) -> str:
-    """The filtered runs merged into these tables since the run the environment describes."""
-    runs = env.get("merged_runs", [])
+    """The filtered runs merged into these tables since the run the environment describes, and
+    the run of the model group's rows where that is another."""
+    runs, model = env.get("merged_runs", []), env.get("model_run")
+    out = (f"\nThe model group's rows ([model.md](model.md)) come from `{model.get('mode', '')}` at commit "
+           f"{model.get('git_commit', '')} ({model.get('date_utc', '')}).\n") if model else ""
     if not runs:
-        return ""
+        return out
     cols = ["date_utc", "mode", "git_commit", "git_dirty", "rows", "sm_clock_median_mhz", "wall_s"]
     return ("\n### Rows from later filtered runs\n\nThe environment above is the run these tables were first written by "
             f"({env.get('date_utc', 'date unknown')}). These filtered runs replaced the rows they measured "
             "(results.csv's run_utc names each row's run):\n\n"
-            + table(pd.DataFrame([{c: r.get(c, "") for c in cols} for r in runs])))
+            + table(pd.DataFrame([{c: r.get(c, "") for c in cols} for r in runs])) + out)
 
 
 def later_rows(data: Data, prec: str) -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, sourcedigest, tables
 from .measure import Settings
 from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, names_single_shapes, select
-from .publish import commit, merge, merged_environment, missing, refuse, schedule, stamped
+from .publish import MERGED_FIELDS, commit, merge, merged_environment, missing, refuse, schedule, stamped
 from .registry import find
 from .roofline import annotate
 
@@ -166,6 +166,23 @@ def _model(old: Path, rows=None) -> pd.DataFrame:
     return results.load(old).model if (old / "results.csv").exists() else pd.DataFrame()
 
 
+def _model_run(env: dict, old: Path, ran: bool) -> dict:
+    """env naming the run the model rows came from where that is not the run env describes: a
+    run that did not run the group keeps the recorded rows, and their run (the recorded
+    "model_run", else the recorded tables' own run)."""
+    env = {k: v for k, v in env.items() if k != "model_run"}
+    if ran or not (old / "results.csv").exists():
+        return env
+    recorded = results.load(old)
+    prev = recorded.environment
+    if not len(recorded.model):
+        return env
+    run = prev.get("model_run") or ({k: prev[k] for k in MERGED_FIELDS if k in prev}
+                                    | {"mode": "the run that wrote the earlier tables"})
+    return env | ({} if run.get("git_commit") == env.get("git_commit") and run.get("date_utc") == env.get("date_utc")
+                  else {"model_run": run})
+
+
 def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
     if len(df) and "gpu" not in df:
         df.insert(0, "gpu", gpu)
@@ -268,6 +285,7 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     tuned = _autotune_rows(gpu, got["autotune"])
     if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
         tuned = merge(prev.autotune, tuned, results.AUTOTUNE_KEY)
+    env = _model_run(env, old, got.get("model") is not None)
     data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(old, got.get("model")))
     if replicas is not None:
         data.replicas = replicas

@@ -265,3 +265,36 @@ def test_overhead_rows_measure_a_slow_stage_again(monkeypatch):
     assert first.loc["host_tries", "value"] == 2 and first.loc["host_reference_us", "value"] == 12.0
     mm = first[first["note"] == "torch.mm"]
     assert mm.loc["host_us", "value"] == 19.0
+
+
+def test_model_rows_name_the_run_they_came_from(tmp_path):
+    """A run that does not run the model group keeps the recorded model rows and names their run
+    in environment "model_run" (the recorded one's, else the recorded tables' own run); a run that
+    ran the group, or merged tables whose model rows are their own, names none; the page says
+    which run measured its rows."""
+    from study import modelpage, pages, results
+    from study.results import Data
+    from study.sweep import _model_run
+
+    res = pd.DataFrame({"family": ["cublas"], "stage": ["cublas"], "M": [64], "N": [64], "K": [64]})
+    old_env = {"git_commit": "aaa", "date_utc": "2026-11-27 10:00 UTC", "driver": "580"}
+    results.write(Data("G", res, environment=old_env, model=_rows()), tmp_path)
+    old = results.data_dir("G", tmp_path)
+    fresh = {"git_commit": "bbb", "date_utc": "2026-11-27 12:00 UTC"}
+    assert _model_run(fresh, old, ran=True) == fresh
+    kept = _model_run(fresh, old, ran=False)["model_run"]
+    assert (kept["git_commit"], kept["date_utc"], kept["mode"]) == ("aaa", "2026-11-27 10:00 UTC",
+                                                                    "the run that wrote the earlier tables")
+    merged = {**old_env, "merged_runs": [fresh]}   # a filtered run: the recorded run's environment
+    assert "model_run" not in _model_run(merged, old, ran=False)
+    standalone = {"git_commit": "ccc", "date_utc": "2026-11-27 11:00 UTC", "mode": "python -m study model"}
+    results.write(Data("G", res, environment={**old_env, "model_run": standalone}, model=_rows()), tmp_path)
+    assert _model_run(fresh, old, ran=False)["model_run"] == standalone
+    assert _model_run({**old_env, "model_run": standalone}, old, ran=False)["model_run"] == standalone
+    assert _model_run(fresh, tmp_path / "nothing", ran=False) == fresh
+
+    def text(env):
+        return modelpage.page(Data("G", pd.DataFrame(), model=_rows(), environment=env), pages.table)
+    assert "Measured in the run that wrote the tables (commit aaa, 2026-11-27 10:00 UTC)" in text(old_env)
+    assert ("Measured by a later `python -m study model` at commit ccc (2026-11-27 11:00 UTC), not in the run "
+            "that wrote the tables (commit aaa" in text({**old_env, "model_run": standalone}))
