@@ -43,15 +43,15 @@ def warm(fns: dict, on_start) -> dict:
 
 
 def time_variants(fns: dict, reps: int, flush=None, apart=(YARDSTICK,)) -> tuple:
-    """({name: median ms}, "graph" | "plain" + SHUFFLED) of warmed fns: each is captured into a CUDA graph
-    under its route; if any capture fails every fn is timed plainly (one mode per size, host
-    launch time then included). Repeats run in rounds over the variants (repeat_order: a new
+    """({name: median ms}, "graph" | "plain", + SHUFFLED) of warmed fns: each is captured into a
+    CUDA graph under its route; if any capture fails every fn is timed plainly (one mode per size,
+    host launch time then included). Repeats run in rounds over the variants (repeat_order: a new
     order each round), so clock drift hits all alike; flush() (an L2 eviction) runs before each
-    repeat if given. The `apart` variants (the
-    fp32 yardstick: a reference, not a contender) get rounds of their own after the others: in
-    the same rounds, its 12 ms repeats of the MLP block at M = 2048 let the GPU recover power
-    between the others' ~0.8 ms ones (H100: torch 0.79 there against 0.83-0.84 ms in sustained
-    rounds, and the stages' ratios move by up to 3 points; docs/stages/s14_stream_k.md, session 47)."""
+    repeat if given. The `apart` variants (the fp32 yardstick: a reference, not a contender) get
+    rounds of their own after the others: in the same rounds, its 12 ms repeats of the MLP block
+    at M = 2048 let the GPU recover power between the others' ~0.8 ms ones (H100: torch 0.79 there
+    against 0.83-0.84 ms in sustained rounds, and the stages' ratios move by up to 3 points;
+    docs/stages/s14_stream_k.md, session 47)."""
     import torch
 
     cur = torch.cuda.current_stream()

@@ -158,29 +158,22 @@ def _autotune_rows(gpu: str, triton_tuned: list) -> pd.DataFrame:
     return pd.concat([at, pd.DataFrame(triton_tuned)], ignore_index=True)
 
 
-def _model(old: Path, rows=None) -> pd.DataFrame:
-    """The model group's rows: `rows` if this run ran it (distrun.py, journaled), else (quick,
-    filtered, --no-model) the rows recorded before, if any."""
-    if rows is not None:
-        return pd.DataFrame(rows)
-    return results.load(old).model if (old / "results.csv").exists() else pd.DataFrame()
-
-
-def _model_run(env: dict, old: Path, ran: bool) -> dict:
-    """env naming the run the model rows came from where that is not the run env describes: a
-    run that did not run the group keeps the recorded rows, and their run (the recorded
-    "model_run", else the recorded tables' own run)."""
+def _model(env: dict, old: Path, rows=None) -> tuple:
+    """(the model group's rows, env): `rows` if this run ran the group (distrun.py, journaled),
+    else (quick, filtered, --no-model) the rows recorded before, if any, with env naming their
+    run where it is not the one env describes: the recorded "model_run", else the recorded
+    tables' own run (a filtered run's env is the recorded one: no entry)."""
     env = {k: v for k, v in env.items() if k != "model_run"}
-    if ran or not (old / "results.csv").exists():
-        return env
+    if rows is not None:
+        return pd.DataFrame(rows), env
+    if not (old / "results.csv").exists():
+        return pd.DataFrame(), env
     recorded = results.load(old)
     prev = recorded.environment
-    if not len(recorded.model):
-        return env
     run = prev.get("model_run") or ({k: prev[k] for k in MERGED_FIELDS if k in prev}
                                     | {"mode": "the run that wrote the earlier tables"})
-    return env | ({} if run.get("git_commit") == env.get("git_commit") and run.get("date_utc") == env.get("date_utc")
-                  else {"model_run": run})
+    same = run.get("git_commit") == env.get("git_commit") and run.get("date_utc") == env.get("date_utc")
+    return recorded.model, env if same or not len(recorded.model) else {**env, "model_run": run}
 
 
 def _with_gpu(df: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -285,8 +278,8 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
     tuned = _autotune_rows(gpu, got["autotune"])
     if opts.filters() and (old / "results.csv").exists():   # a filtered run keeps the other choices
         tuned = merge(prev.autotune, tuned, results.AUTOTUNE_KEY)
-    env = _model_run(env, old, got.get("model") is not None)
-    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=_model(old, got.get("model")))
+    model, env = _model(env, old, got.get("model"))
+    data = results.Data(gpu, res, ceil, res_df, builds, prof, tuned, env, model=model)
     if replicas is not None:
         data.replicas = replicas
     commit(data, root, [], phases=phases, t_all=r.t_all, record=record)   # its problems were said (and refused) above

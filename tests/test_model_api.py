@@ -274,7 +274,10 @@ def test_model_rows_name_the_run_they_came_from(tmp_path):
     which run measured its rows."""
     from study import modelpage, pages, results
     from study.results import Data
-    from study.sweep import _model_run
+    from study.sweep import _model
+
+    def _model_run(env, old, ran):
+        return _model(env, old, [] if ran else None)[1]
 
     res = pd.DataFrame({"family": ["cublas"], "stage": ["cublas"], "M": [64], "N": [64], "K": [64]})
     old_env = {"git_commit": "aaa", "date_utc": "2026-11-27 10:00 UTC", "driver": "580"}
@@ -282,6 +285,8 @@ def test_model_rows_name_the_run_they_came_from(tmp_path):
     old = results.data_dir("G", tmp_path)
     fresh = {"git_commit": "bbb", "date_utc": "2026-11-27 12:00 UTC"}
     assert _model_run(fresh, old, ran=True) == fresh
+    kept_rows, _ = _model(fresh, old)
+    assert len(kept_rows) == len(_rows())                     # the recorded rows are kept
     kept = _model_run(fresh, old, ran=False)["model_run"]
     assert (kept["git_commit"], kept["date_utc"], kept["mode"]) == ("aaa", "2026-11-27 10:00 UTC",
                                                                     "the run that wrote the earlier tables")
