@@ -197,8 +197,9 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
                                  n0 + 2 * (lane % 4), vec2_ok);
       }
     }
-    // Outstanding TMA stores read this CTA's shared memory: finish them before the CTA exits.
-    if (tma_store && tid % 128 == 0) hopper::bulk_wait_all<0>();
+    // Outstanding TMA stores read this CTA's shared memory: they must have read it before the
+    // CTA exits; their global writes complete with the grid (.read: no wait for the write-back).
+    if (tma_store && tid % 128 == 0) hopper::bulk_wait_read<0>();
   }
 }
 

@@ -137,10 +137,6 @@ template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
-template <int N>
-__device__ __forceinline__ void bulk_wait_all() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-}
 // Ordinary shared-memory stores become visible to the copy engine (the async proxy) only after
 // this fence in each writing thread, followed by a barrier before the TMA store is issued.
 __device__ __forceinline__ void fence_proxy_async_smem() {
