@@ -39,12 +39,13 @@ DECODE_SHAPES = [(3, 4100, 4104), (40, 4100, 4104), (200, 4100, 4104), (200, 110
 # racecheck looks for shared-memory hazards inside a CTA (and a cluster), so it takes CUDA s14's
 # kernels at few k-steps and CTAs instead (plans from make_plan for 132 SMs, as
 # tests/test_plan_s14.py runs it): a three-way split through the flags (24 CTAs); stream-K over
-# 64-row token tiles, A-B, flags (17); the one-wave 168-row weight tiles (132 CTAs, 5 k-steps); one
-# CTA. Not the two-way splits on 2-CTA clusters (RACE_PAIR_SHAPES: split-K pairs at 128 x 16 tiles,
-# 8 CTAs; stream-K pairs, narrow 64-row tiles x 64 / 128 tokens, 32 CTAs): racecheck did not finish
+# 64-row token tiles, A-B, flags (17); the one-wave 168-row weight tiles (132 CTAs, 5 k-steps), with
+# ragged N (register stores) and with 16-byte C rows (the staged epilogue's two passes); one CTA.
+# Not the two-way splits on 2-CTA clusters (RACE_PAIR_SHAPES: split-K pairs at 128 x 16 tiles, 8
+# CTAs; stream-K pairs, narrow 64-row tiles x 64 / 128 tokens, 32 CTAs): racecheck did not finish
 # one of them in 330-360 s on the H100, at any of five shapes, where the others take 40-106 s and
 # memcheck and synccheck pass (docs/stages/s14_stream_k.md, session 50). Name them with --shapes.
-RACE_DECODE_SHAPES = [(3, 1024, 520), (200, 1024, 1032), (200, 11001, 264), (1, 64, 72)]
+RACE_DECODE_SHAPES = [(3, 1024, 520), (200, 1024, 1032), (200, 11001, 264), (200, 11008, 264), (1, 64, 72)]
 RACE_PAIR_SHAPES = [(3, 512, 264), (40, 1024, 520), (100, 1024, 520)]
 
 

@@ -231,8 +231,9 @@ def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
 
 def test_racecheck_shapes_take_the_paths_they_stand_for(plans):
     """tests/sanitize_run.py's racecheck shapes reach CUDA s14's flag fixups at few k-steps (a
-    three-way split, stream-K over A-B token tiles), the one-wave 168-row tiles and one CTA, and no
-    cluster pair (every tile split in two, grid = 2 x tiles: racecheck does not finish there);
+    three-way split, stream-K over A-B token tiles), the one-wave 168-row tiles (ragged N and 16-byte
+    C rows) and one CTA, and no cluster pair (every tile split in two, grid = 2 x tiles: racecheck
+    does not finish there);
     RACE_PAIR_SHAPES, for a run that names them, are pairs: at 128 x 16 tiles and narrow at 64 /
     128 tokens."""
     import sanitize_run
@@ -240,7 +241,8 @@ def test_racecheck_shapes_take_the_paths_they_stand_for(plans):
     got = plans(sanitize_run.RACE_DECODE_SHAPES)
     assert got[(3, 1024, 520)] == ("split-k", True, 128, 16, 8, 24)
     assert got[(200, 1024, 1032)] == ("stream-k", False, 64, 256, 16, 17)
-    assert got[(200, 11001, 264)] == ("data-parallel", False, 128, 168, 0, 132)
+    assert got[(200, 11001, 264)] == ("data-parallel", False, 128, 168, 0, 132)   # register stores
+    assert got[(200, 11008, 264)] == ("data-parallel", False, 128, 168, 0, 132)   # staged: ldc % 8 == 0
     assert got[(1, 64, 72)][5] == 1
     assert all(grid != 2 * sk for (_, _, _, _, sk, grid) in got.values())
     pairs = plans(sanitize_run.RACE_PAIR_SHAPES)
