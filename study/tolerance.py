@@ -186,8 +186,9 @@ def abs_scale(a, b, c=None, alpha=1.0, beta=0.0) -> torch.Tensor:
 
 def rel_error(out, ref) -> float:
     """||out - ref||_F / ||ref||_F in fp64 (||out||_F if ref is all zeros); inf if out has
-    NaN/Inf where ref is finite (an element left unwritten or poisoned)."""
-    o, r = out.double(), ref.double()
+    NaN/Inf where ref is finite (an element left unwritten or poisoned). A measurement: tensors
+    that require grad (a gradient check's) are read detached."""
+    o, r = out.detach().double(), ref.detach().double()
     bad = ~torch.isfinite(o) & torch.isfinite(r)
     if bool(bad.any()):
         return math.inf
