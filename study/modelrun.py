@@ -174,13 +174,13 @@ def run_group(opts: ModelOptions | None = None, stall_s: float = 900.0) -> "pd.D
 def model_run_entry(opts: ModelOptions) -> dict:
     """environment.json's "model_run": the run a standalone `python -m study model` recorded its
     rows in (its commit, date and driver; the tables' own run is the environment around it), as
-    a merged filtered run's entry (publish.MERGED_FIELDS); a full run's model rows are its own."""
+    a merged filtered run's entry (publish.run_entry); a full run's model rows are its own."""
     from .environment import collect
-    from .publish import MERGED_FIELDS
+    from .publish import run_entry
 
     run = collect()
     parts = f"--parts {' '.join(opts.parts)} --families {' '.join(opts.families)} --stages {' '.join(opts.stages)}"
-    return {k: run[k] for k in MERGED_FIELDS if k in run} | {"mode": f"python -m study model {parts}"}
+    return run_entry(run, mode=f"python -m study model {parts}")
 
 
 def record(opts: ModelOptions, root) -> int:

@@ -101,12 +101,17 @@ MERGED_FIELDS = ("date_utc", "mode", "git_commit", "git_dirty", "sources_sha1", 
                  "cuda_torch", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz_seen")
 
 
+def run_entry(env: dict, **extra) -> dict:
+    """A run as the tables' environment names another one: its MERGED_FIELDS, then `extra`."""
+    return {k: env[k] for k in MERGED_FIELDS if k in env} | extra
+
+
 def merged_environment(recorded: dict, run: dict, rows: int) -> tuple:
     """(environment to record, this run's entry in it) for a filtered run merged into recorded
     tables: the recorded environment stays (its date, commit, clocks and phases describe its rows;
     the page says where other rows came from) and `merged_runs` gains this run: its MERGED_FIELDS
     and the number of rows it measured; commit() adds its phases there."""
-    entry = {k: run[k] for k in MERGED_FIELDS if k in run} | {"rows": int(rows)}
+    entry = run_entry(run, rows=int(rows))
     return {**recorded, "merged_runs": [*recorded.get("merged_runs", []), entry]}, entry
 
 

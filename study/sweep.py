@@ -18,7 +18,7 @@ import pandas as pd
 from . import autotune, build, ceilings, device, environment, prewarm, profile, resources, results, sourcedigest, tables
 from .measure import Settings
 from .plan import FAST_ACCUM, PROFILE_SIZE, Shape, names_single_shapes, select
-from .publish import MERGED_FIELDS, commit, merge, merged_environment, missing, refuse, schedule, stamped
+from .publish import commit, merge, merged_environment, missing, refuse, run_entry, schedule, stamped
 from .registry import find
 from .roofline import annotate
 
@@ -170,8 +170,7 @@ def _model(env: dict, old: Path, rows=None) -> tuple:
         return pd.DataFrame(), env
     recorded = results.load(old)
     prev = recorded.environment
-    run = prev.get("model_run") or ({k: prev[k] for k in MERGED_FIELDS if k in prev}
-                                    | {"mode": "the run that wrote the earlier tables"})
+    run = prev.get("model_run") or run_entry(prev, mode="the run that wrote the earlier tables")
     same = run.get("git_commit") == env.get("git_commit") and run.get("date_utc") == env.get("date_utc")
     return recorded.model, env if same or not len(recorded.model) else {**env, "model_run": run}
 
