@@ -715,8 +715,10 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   e = SWAP ? hopper::make_tmap_operand(&tq, p.A, Mj::A_MN, p.M, p.K, p.lda, BN)
            : hopper::make_tmap_operand(&tq, p.B, Mj::B_MN, p.N, p.K, p.ldb, BN);
   if (e != cudaSuccess) return e;
-  const int tma_store = !SWAP && S::QN % C_BOX == 0 && p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 &&
-                        (p.M == 1 || p.ldc % 8 == 0);
+  // beta = 0 and C's rows in 16-byte units: the TMA-store epilogue (whole 64-wide boxes) or the
+  // staged register epilogue's 16-byte row chunks (Cfg::STG_ROWS)
+  const int vec16_ok = p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 && (p.M == 1 || p.ldc % 8 == 0);
+  const int tma_store = !SWAP && S::QN % C_BOX == 0 && vec16_ok;
   CUtensorMap tc = {};
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
     return e;
@@ -724,8 +726,6 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const int vec2_ok = p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.C) % 4 == 0;
-  // the staged register epilogue's 16-byte row chunks (Cfg::STG_ROWS)
-  const int vec16_ok = p.beta == 0.f && reinterpret_cast<uintptr_t>(p.C) % 16 == 0 && (p.M == 1 || p.ldc % 8 == 0);
   if constexpr (CL) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
