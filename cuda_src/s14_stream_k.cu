@@ -50,6 +50,7 @@ constexpr int C_CHUNK = WG_M * C_BOX;
 constexpr int C_BUFS = 2;
 constexpr int SMEM_LIMIT = 227 * 1024;
 constexpr int MAX_STAGES = 8;        // narrow tiles: 8 x 18-24 KB of weight in flight per SM
+constexpr int EARLY_STAGES = MAX_STAGES;  // ring stages loaded before the block's first barrier
 // Heuristic constants, from the H100 decode sweep (docs/stages/s14_stream_k.md):
 constexpr int SWAP_MAX_M = 128;      // M <= 128 swaps; at 256 s13's 128x256 tiles (x as A) were
                                      // faster (half the x re-reads from L2 per weight byte)
@@ -165,6 +166,27 @@ struct Cfg {
   static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "ring (+ C staging) must fit in 227 KB");
 };
 
+// n / d for 0 <= n < 2^31 and 1 <= d < 2^31 as a multiply-high, an add and a shift (Granlund and
+// Montgomery's round-up method: l = ceil(log2 d), m = floor(2^32 (2^l - d) / d) + 1), m and l
+// prepared on the host: the producer's path to its first TMA was five run-time divisions of ~20
+// dependent instructions each, one of them 64-bit (log, session 57).
+struct FastDiv {
+  uint32_t m = 1, l = 0;
+  FastDiv() = default;
+  explicit FastDiv(int d) {
+    while ((1u << l) < static_cast<uint32_t>(d)) ++l;
+    m = static_cast<uint32_t>((((uint64_t{1} << l) - static_cast<uint64_t>(d)) << 32) / static_cast<uint64_t>(d) + 1);
+  }
+  __host__ __device__ __forceinline__ int operator()(int n) const {
+#ifdef __CUDA_ARCH__
+    const uint32_t hi = __umulhi(static_cast<uint32_t>(n), m);
+#else
+    const uint32_t hi = static_cast<uint32_t>(static_cast<uint64_t>(static_cast<uint32_t>(n)) * m >> 32);
+#endif
+    return static_cast<int>((hi + static_cast<uint32_t>(n)) >> l);
+  }
+};
+
 // The work of one launch (host-computed, identical in every CTA). Tiles are numbered in s13's
 // grouped order. The first sk_tiles tiles form an iteration space of sk_tiles * KT k-steps
 // (tile-major) cut into gridDim.x contiguous ranges of equal length +-1; the rest go whole,
@@ -176,14 +198,26 @@ struct Schedule {
   int sk_tiles;
   int sk_iters;          // sk_tiles * KT
   int pm;                // P rows per tile (BM, or 64: narrow)
+  // the device's divisions (prepare(), once the grid is known): sk_iters = sk_q x grid + sk_r
+  int sk_q, sk_r;
+  FastDiv by_grid, by_kt, by_group, by_last;  // grid, KT, GROUP_M x tiles_q, last group's P rows
+  void prepare(int grid) {
+    sk_q = sk_iters / grid;
+    sk_r = sk_iters % grid;
+    by_grid = FastDiv(grid);
+    by_kt = FastDiv(KT);
+    by_group = FastDiv(GROUP_M * tiles_q);
+    by_last = FastDiv(tiles_p % GROUP_M ? tiles_p % GROUP_M : GROUP_M);
+  }
 };
 
 // Range j of the shared iteration space. CTA b takes range gridDim-1-b: a tile cut between two
 // CTAs has its head (k-step 0) in the higher-numbered one, which finishes the tile, so a CTA
 // only ever waits on lower-numbered CTAs (dispatched first: no wait can deadlock), and it waits
 // at the end of its range for partials the others computed at the start of theirs.
-__device__ __forceinline__ int range_lo(const Schedule& s, int j) {
-  return static_cast<int>(static_cast<long long>(j) * s.sk_iters / gridDim.x);
+// floor(j x sk_iters / grid) = j x sk_q + floor(j x sk_r / grid), with j x sk_r < grid^2.
+__host__ __device__ __forceinline__ int range_lo(const Schedule& s, int j) {
+  return j * s.sk_q + s.by_grid(j * s.sk_r);
 }
 
 // This CTA's pieces of work (tile, k_begin, k_end), in order: its shared range, cut at tile
@@ -200,7 +234,7 @@ struct Pieces {
   }
   __device__ __forceinline__ bool next(const Schedule& s, int& tile, int& kb, int& ke) {
     if (it < hi) {
-      tile = it / s.KT;
+      tile = s.by_kt(it);
       kb = it - tile * s.KT;
       ke = min(s.KT, kb + (hi - it));
       it += ke - kb;
@@ -219,12 +253,17 @@ struct Pieces {
 
 // s13's grouped order: GROUP_M tile rows of P sweep the Q tiles together (L2 reuse).
 // p0: first P row of the tile; qt: its tile index along Q.
-__device__ __forceinline__ void tile_coords(int tile, const Schedule& s, int& p0, int& qt) {
-  const int per_group = GROUP_M * s.tiles_q;
-  const int first = (tile / per_group) * GROUP_M;
-  const int rows = min(s.tiles_p - first, GROUP_M);
-  p0 = (first + (tile % per_group) % rows) * s.pm;
-  qt = (tile % per_group) / rows;
+__host__ __device__ __forceinline__ void tile_coords(int tile, const Schedule& s, int& p0, int& qt) {
+  const int g = s.by_group(tile);
+  const int first = g * GROUP_M;
+  const unsigned in = tile - g * GROUP_M * s.tiles_q;  // the tile's place in its group
+  if (first + GROUP_M <= s.tiles_p) {                  // a whole group: GROUP_M rows
+    p0 = (first + static_cast<int>(in % GROUP_M)) * s.pm;
+    qt = static_cast<int>(in / GROUP_M);
+  } else {                                             // the last group: tiles_p % GROUP_M rows
+    qt = s.by_last(static_cast<int>(in));
+    p0 = (first + static_cast<int>(in) - qt * (s.tiles_p - first)) * s.pm;
+  }
 }
 
 // Inter-CTA flags: integer release/acquire at GPU scope (ordering only; no float atomics).
@@ -290,6 +329,17 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
   // --- tile assignment: this CTA's pieces (tile, k range), from Pieces in both roles ----------
   const int tid = threadIdx.x;
   const int wg = tid / 128;
+  // ring slot s <- k-step kt of the tile at P row p0, Q tile qt (the producer, thread 0)
+  auto load = [&](int s, int kt, int p0, int qt) {
+    hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES);
+#pragma unroll
+    for (int u = 0; u < KS; ++u) {
+      hopper::tma_load_operand<P_MN, PM>(sP + s * S::P_STAGE + u * PM * BK, &tmap_p, &full[s], (kt * KS + u) * BK, p0);
+      hopper::tma_load_operand<Q_MN, BN>(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s], (kt * KS + u) * BK,
+                                         qt * BN);
+    }
+  };
+  int early = 0;  // k-steps of the first piece loaded before the block's barrier
   if (tid == 0) {
     hopper::tma_prefetch_desc(&tmap_p);
     hopper::tma_prefetch_desc(&tmap_q);
@@ -303,6 +353,15 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
     hopper::fence_barrier_init();
     if (CL)  // the one arrival: the phase then waits for the partial's bytes alone
       for (int c = 0; c < CONSUMERS; ++c) hopper::mbar_arrive_expect_tx(&landed[c], WG_M * QN * 4);
+    // The ring's first round needs no wait: the first piece's first k-steps go out before the
+    // block's barrier (only this thread's barriers and this CTA's shared memory are involved;
+    // the consumers wait on `full` after it).
+    int tile, kb, ke, p0, qt;
+    if (EARLY_STAGES > 0 && Pieces(sched).next(sched, tile, kb, ke)) {
+      hopper::fence_proxy_async_smem();  // the barriers' initialisation, before the TMA unit's use
+      tile_coords(tile, sched, p0, qt);
+      for (; early < EARLY_STAGES && early < STAGES && kb + early < ke; ++early) load(early, kb + early, p0, qt);
+    }
   }
   __syncthreads();
   // this CTA's barriers exist (the tail waits on it); their initialisation is already released
@@ -319,16 +378,10 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
         int p0, qt;
         tile_coords(tile, sched, p0, qt);
         for (int kt = kb; kt < ke; ++kt, ++it) {
+          if (it < early) continue;  // loaded before the barrier
           const int s = it % STAGES;
           hopper::mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
-          hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES);
-#pragma unroll
-          for (int u = 0; u < KS; ++u) {
-            hopper::tma_load_operand<P_MN, PM>(sP + s * S::P_STAGE + u * PM * BK, &tmap_p, &full[s],
-                                               (kt * KS + u) * BK, p0);
-            hopper::tma_load_operand<Q_MN, BN>(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s],
-                                               (kt * KS + u) * BK, qt * BN);
-          }
+          load(s, kt, p0, qt);
         }
       }
     }
@@ -649,6 +702,7 @@ Plan make_plan(const gemm::Problem<T>& p, int sms, int force_swap = -1, int forc
   s.sk_iters = sk * s.KT;
   if (sk > 0) grid = min(grid, s.sk_iters);
   pl.grid = max(grid, 1);
+  s.prepare(pl.grid);
   return pl;
 }
 

@@ -125,6 +125,58 @@ def test_gpu_suite_shapes_take_their_decompositions(plans):
     assert waves >= {64, 88, 112, 168}
 
 
+DIVISIONS = r"""
+#include <cstdio>
+#include "%(path)s"
+using namespace s14_stream_k;
+int main() {
+  long long checks = 0, bad = 0;
+  const int big[] = {0, 1, 2, 3, 1000, 65535, 65536, 1 << 20, 123456789, (1 << 30) + 7, 2147483646, 2147483647};
+  for (int d = 1; d <= 3000; ++d) {  // FastDiv against the division, near every multiple and far out
+    const FastDiv f(d);
+    for (int k = 0; k <= 300; ++k)
+      for (int e = -1; e <= 1; ++e) {
+        const int n = k * d + e;
+        if (n >= 0) { ++checks; bad += f(n) != n / d; }
+      }
+    for (int n : big) { ++checks; bad += f(n) != n / d; }
+  }
+  for (int d : {65537, 1 << 20, 999999937, (1 << 30) + 1, 2147483647})
+    for (int n : big) { ++checks; bad += FastDiv(d)(n) != n / d; }
+  for (int tp = 1; tp <= 40; ++tp)  // range_lo and tile_coords against their direct formulas
+    for (int tq = 1; tq <= 6; ++tq)
+      for (int kt : {1, 3, 16, 64, 257}) {
+        Schedule s{tp, tq, kt, tp * tq, tp * tq * kt, 64};
+        for (int grid : {1, 2, 7, 64, 128, 131, 132})
+          if (grid <= s.sk_iters) {
+            s.prepare(grid);
+            for (int j = 0; j <= grid; ++j) {
+              ++checks;
+              bad += range_lo(s, j) != static_cast<int>(static_cast<long long>(j) * s.sk_iters / grid);
+            }
+          }
+        for (int t = 0; t < tp * tq; ++t) {
+          const int per = GROUP_M * tq, first = t / per * GROUP_M, rows = tp - first < GROUP_M ? tp - first : GROUP_M;
+          int p0, qt;
+          tile_coords(t, s, p0, qt);
+          ++checks;
+          bad += p0 != (first + t %% per %% rows) * 64 || qt != t %% per / rows;
+        }
+      }
+  printf("%%lld %%lld\n", checks, bad);
+}
+"""
+
+
+def test_device_divisions(tmp_path):
+    """The kernel's divisions by run-time values are multiply-shifts prepared on the host (FastDiv):
+    exact for every dividend in [0, 2^31) (checked near each multiple of 3000 divisors and at the
+    range's ends), and the shared ranges and grouped tile order they compute equal the direct formulas."""
+    exe = gc.host_program(DIVISIONS % {"path": find("cuda", "s14").path}, tmp_path)
+    checks, bad = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert checks > 2_000_000 and bad == 0, (checks, bad)
+
+
 @pytest.fixture(scope="module")
 def triton_s14():
     from study.kernels import _load_triton_module
