@@ -307,8 +307,9 @@ __device__ __forceinline__ void cluster_wait_acquire() {
 template <typename T, gemm::Layout L, bool SWAP, int BN, int KS, int PM, bool CL>
 __global__ void __launch_bounds__(THREADS, 1)
 kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUtensorMap tmap_q,
-       const __grid_constant__ CUtensorMap tmap_c, gemm::Problem<T> p, Schedule sched,
-       float* __restrict__ partials, int* __restrict__ flags, int tma_store, int vec2_ok, int vec16_ok) {
+       const __grid_constant__ CUtensorMap tmap_c, const __grid_constant__ CUtensorMap tmap_xt, gemm::Problem<T> p,
+       Schedule sched, float* __restrict__ partials, int* __restrict__ flags, int x_tail, int tma_store, int vec2_ok,
+       int vec16_ok) {
   using S = Cfg<SWAP, BN, KS, PM, CL>;
   constexpr int STAGES = S::STAGES, Q_TILE = S::Q_TILE, QN = S::QN, R = QN / 2;
   constexpr bool P_MN = Roles<L, SWAP>::P_MN, Q_MN = Roles<L, SWAP>::Q_MN;
@@ -329,14 +330,21 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
   // --- tile assignment: this CTA's pieces (tile, k range), from Pieces in both roles ----------
   const int tid = threadIdx.x;
   const int wg = tid / 128;
-  // ring slot s <- k-step kt of the tile at P row p0, Q tile qt (the producer, thread 0)
+  // ring slot s <- k-step kt of the tile at P row p0, Q tile qt (the producer, thread 0). x's
+  // ragged last tile (x_tail > 0: its rows, x K-major) comes through tmap_xt, a box of those rows
+  // alone: TMA's zero fill of out-of-bounds rows cost up to 2x the call (129 x 4096 x 4096: 34
+  // against 21 us, log, session 57). The tile's other rows keep stale data, which reaches only
+  // output rows past M, never stored.
+  constexpr int XT = SWAP ? BN : PM;  // x rows per tile
   auto load = [&](int s, int kt, int p0, int qt) {
-    hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES);
+    const bool tail = x_tail > 0 && (SWAP ? qt * BN : p0) + XT > p.M;
+    hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES - (tail ? KS * (XT - x_tail) * BK * 2 : 0));
 #pragma unroll
     for (int u = 0; u < KS; ++u) {
-      hopper::tma_load_operand<P_MN, PM>(sP + s * S::P_STAGE + u * PM * BK, &tmap_p, &full[s], (kt * KS + u) * BK, p0);
-      hopper::tma_load_operand<Q_MN, BN>(sQ + s * S::Q_STAGE + u * Q_TILE, &tmap_q, &full[s], (kt * KS + u) * BK,
-                                         qt * BN);
+      hopper::tma_load_operand<P_MN, PM>(sP + s * S::P_STAGE + u * PM * BK, !SWAP && tail ? &tmap_xt : &tmap_p,
+                                         &full[s], (kt * KS + u) * BK, p0);
+      hopper::tma_load_operand<Q_MN, BN>(sQ + s * S::Q_STAGE + u * Q_TILE, SWAP && tail ? &tmap_xt : &tmap_q,
+                                         &full[s], (kt * KS + u) * BK, qt * BN);
     }
   };
   int early = 0;  // k-steps of the first piece loaded before the block's barrier
@@ -344,6 +352,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
     hopper::tma_prefetch_desc(&tmap_p);
     hopper::tma_prefetch_desc(&tmap_q);
     if (tma_store) hopper::tma_prefetch_desc(&tmap_c);
+    if (x_tail) hopper::tma_prefetch_desc(&tmap_xt);
     for (int s = 0; s < STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);
       hopper::mbar_init(&empty[s], CONSUMERS * 4);
@@ -776,6 +785,11 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   CUtensorMap tc = {};
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
     return e;
+  // x (A) K-major with a ragged last tile: that tile's rows as their own box (the kernel's load)
+  constexpr int XT = SWAP ? BN : PM;
+  const int x_tail = (SWAP ? Roles<L, SWAP>::Q_MN : Roles<L, SWAP>::P_MN) ? 0 : p.M % XT;
+  CUtensorMap txt = {};
+  if (x_tail && (e = hopper::make_tmap_kmajor(&txt, p.A, p.M, p.K, p.lda, x_tail)) != cudaSuccess) return e;
   auto* const fn = kernel<T, L, SWAP, BN, KS, PM, CL>;
   e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM_BYTES);
   if (e != cudaSuccess) return e;
@@ -804,12 +818,14 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
       if (dev >= 0 && dev < 64) resident[dev] = clusters + 1;
     }
     if (2 * clusters < pl.grid) return run<T, L, SWAP, BN, PM, false>(p, pl, ws, stream);
-    if ((e = cudaLaunchKernelEx(&cfg, fn, tp, tq, tc, p, pl.s, ws.partials, ws.flags, tma_store, vec2_ok, vec16_ok)) !=
+    if ((e = cudaLaunchKernelEx(&cfg, fn, tp, tq, tc, txt, p, pl.s, ws.partials, ws.flags, x_tail, tma_store, vec2_ok,
+                                vec16_ok)) !=
         cudaSuccess)
       return e;
     return cudaGetLastError();
   } else {
-    fn<<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, p, pl.s, ws.partials, ws.flags, tma_store, vec2_ok,
+    fn<<<pl.grid, THREADS, S::SMEM_BYTES, stream>>>(tp, tq, tc, txt, p, pl.s, ws.partials, ws.flags, x_tail, tma_store,
+                                                    vec2_ok,
                                                     vec16_ok);
     return cudaGetLastError();
   }
