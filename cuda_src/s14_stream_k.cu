@@ -127,6 +127,7 @@ struct Cfg {
   static constexpr int Q_TILE = BN * BK;             // one BN x 64 Q box
   static constexpr int P_STAGE = KS * PM * BK, Q_STAGE = KS * Q_TILE;
   static constexpr int QN = PM == BM ? BN : BN / 2;  // Q rows of one consumer (its wgmma N)
+  static constexpr int XT = SWAP ? BN : PM;          // rows of x (A) per tile: Q swapped, else P
   static_assert(PM == BM || (PM == 64 && QN % 16 == 0), "narrow P: QN a wgmma N >= 16");
   static constexpr int STAGE_BYTES = (P_STAGE + Q_STAGE) * 2;
   // C staging for the TMA-store epilogue; the swapped epilogue writes C^T from registers.
@@ -335,7 +336,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
   // alone: TMA's zero fill of out-of-bounds rows cost up to 2x the call (129 x 4096 x 4096: 34
   // against 21 us, log, session 57). The tile's other rows keep stale data, which reaches only
   // output rows past M, never stored.
-  constexpr int XT = SWAP ? BN : PM;  // x rows per tile
+  constexpr int XT = S::XT;
   auto load = [&](int s, int kt, int p0, int qt) {
     const bool tail = x_tail > 0 && (SWAP ? qt * BN : p0) + XT > p.M;
     hopper::mbar_arrive_expect_tx(&full[s], S::STAGE_BYTES - (tail ? KS * (XT - x_tail) * BK * 2 : 0));
@@ -786,8 +787,7 @@ cudaError_t run(const gemm::Problem<T>& p, const Plan& pl, const Workspace& ws, 
   if (tma_store && (e = hopper::make_tmap_kmajor(&tc, p.C, p.M, p.N, p.ldc, WG_M)) != cudaSuccess)
     return e;
   // x (A) K-major with a ragged last tile: that tile's rows as their own box (the kernel's load)
-  constexpr int XT = SWAP ? BN : PM;
-  const int x_tail = (SWAP ? Roles<L, SWAP>::Q_MN : Roles<L, SWAP>::P_MN) ? 0 : p.M % XT;
+  const int x_tail = (SWAP ? Roles<L, SWAP>::Q_MN : Roles<L, SWAP>::P_MN) ? 0 : p.M % S::XT;
   CUtensorMap txt = {};
   if (x_tail && (e = hopper::make_tmap_kmajor(&txt, p.A, p.M, p.K, p.lda, x_tail)) != cudaSuccess) return e;
   auto* const fn = kernel<T, L, SWAP, BN, KS, PM, CL>;
