@@ -35,7 +35,9 @@ cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (200, 328, 136, (128, 64), 1.5, 0.5),  # WIDE_TILES (forced: 3 SMs never fit them): 128 + 64-row
     (136, 232, 72, (128, 64, 32), 1.0, 0.0),  # dots, ragged M and N; 128 + 64 + 32, the last piece part-filled
     (144, 304, 136, (128, 128), 2.0, 0.0),  # 128 + 128-row dots, the second part-filled
-    (72, 200, 136, (128,), 1.0, 0.5)]  # WIDE_ONE: one 128-row dot, one part-filled token tile, ragged N
+    (72, 200, 136, (128,), 1.0, 0.5),  # WIDE_ONE: one 128-row dot, one part-filled token tile, ragged N
+    (200, 136, 136, "t128", 1.0, 0.5)]  # 128-token tiles, stream-K over 5 programs: x by masked loads in
+                                        # the programs whose share touches the 72-row last tile (K-major x)
 dp_fill = mod.DP_FILL   # the 128-row data-parallel rule: on for its own case only (the others keep
                         # the 64-row tiles they were written for)
 # TN: M to 16-byte rows of A stored (K, M) (3 -> 8, 1 -> 8, 150 -> 152), K ragged where it was 200
@@ -52,11 +54,16 @@ for layout in stage.layouts:
         c0 = torch.randn(M, N, generator=g).half()
         mod.DP_FILL = dp_fill if (M, N, K) == (8, 296, 520) else 2.0
         p = mod.plan.__wrapped__(M, N, K, 3)   # not the cached plan: DP_FILL changes between cases
+        if (M, N, K) == (136, 232, 72) and layout != "TN":
+            assert mod._x_ptr(M, mod.Plan("data-parallel", 128, 0, 2, 8, 232, 64, progs), False)  # masked x
         if (M, N, K) in ((8, 296, 520), (136, 104, 72)):
             assert (p.name, p.programs, p.block_n) == ("data-parallel", 3, 128), p
         if (M, N) in ((100, 264), (104, 264)):
             assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", 6, 128, 64), p
-        if isinstance(progs, tuple):
+        if progs == "t128":
+            p = mod.Plan("forced", 128, 5, 2, 4, 64, 64)
+            assert mod._x_ptr(M, p, False) and not mod._x_ptr(M, p, True)
+        elif isinstance(progs, tuple):
             p = mod.Plan("data-parallel", 128, 0, 2, 8, sum(progs), 64, progs)
         elif progs is not None:
             p = mod.Plan("forced", p.block_t, progs, p.stages, p.warps, p.block_n, p.block_k)
@@ -89,4 +96,4 @@ def test_s14_decompositions_in_interpreter():
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads(proc.stdout.strip().splitlines()[-1])
     bad = [c for c in cases if c["err"] or not c["repeat"] or c["counters"]]
-    assert len(cases) == 16 * len(find("triton", "s14").layouts) and not bad, bad
+    assert len(cases) == 17 * len(find("triton", "s14").layouts) and not bad, bad

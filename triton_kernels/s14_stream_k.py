@@ -95,6 +95,16 @@ WIDE_ONE = (128,)
 WIDE_TILES = [((128, 64), 5), ((128, 128), 4), ((128, 64, 32), 5)]   # (weight rows per dot, stages)
 WIDE_BLOCK = (128, 64, 5, 8)              # tokens, K step, stages (WIDE_ONE; 160-220 KB), warps
 WIDE_FILL = 0.84
+# x's part-filled last token tile of 128 (K-major x): the descriptor's zero fill of the rows past
+# M costs more the more rows are missing (H100 bf16, K = 4096: 65 / 88 / 100 / 120 tokens against
+# 4096 weight rows 23.9 / 20.9 / 19.4 / 19.2 us; 129 / 160 / 200 against 11008, 54.7 / 46.9 / 42.0),
+# while masked pointer loads cost about the same at any tail (19.4-20.2 / 45.5-49.4 us). So programs
+# whose share touches that tile load x by masked loads up to these tails (rows in the tile):
+# 65 x 4096 0.64 -> 0.78x cuBLAS, 80 x 4096 0.72 -> 0.80, 129 x 11008 0.64-0.69 -> 0.78-0.82,
+# 129 x 14336 0.85 -> 0.91. 64-token and narrower tiles lost at every tail tried (40-250 x 4096:
+# -4 to -30 points), so they keep the descriptor (docs/stages/s14_stream_k.md, session 58).
+X_PTR_TAIL = 88        # swapped kernel (x as wgmma's B)
+X_PTR_WIDE_TAIL = 24   # WIDE_TILES / WIDE_ONE (x as A)
 COUNTERS = 1 << 16     # tile counters at the workspace's front (stream-K runs < 65536 tiles)
 S13_TILES = 40         # M > 64 and >= this many of s13's 128x256 tiles (beta == 0): s13 itself
 SPLIT_MIN_STEPS = 16   # M > 128: a split of fewer K steps per program runs s13 instead (beta == 0;
@@ -172,34 +182,24 @@ def s14_stream_k_fixup_kernel(tile, ws_ptr, cnt_ptr, c_ptr, M, N, ldc, alpha, be
 
 
 @triton.jit
-def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, beta,
-                        COUNTERS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
-                        BLOCK_K: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
-                        THREADS: tl.constexpr, FIX_BATCH: tl.constexpr, LAYOUT: tl.constexpr):
-    # --- tile assignment: an equal share of all (tile, K step) iterations per program --------
-    # Iterations run tile-major: i = tile * k_steps + k step. Program p takes [p*T//P,
-    # (p+1)*T//P): shares differ by at most one step, so no SM idles in a last wave. A share
-    # may start or end inside a tile (stream-K); when T/P is a whole fraction of k_steps every
-    # share is one aligned piece of one tile (split-K). Tiles: weight-row blocks x token blocks.
-    pid = tl.program_id(0)
-    P = tl.num_programs(0)
-    k_steps = tl.cdiv(K, BLOCK_K)
-    tiles_t = tl.cdiv(M, BLOCK_T)
-    T = tl.cdiv(N, BLOCK_N) * tiles_t * k_steps
-    start = (pid * T) // P
-    end = ((pid + 1) * T) // P
-    cnt_ptr = buf_ptr.to(tl.pointer_type(tl.int32))   # [COUNTERS] int32, one per tile
-    ws_ptr = buf_ptr + COUNTERS                        # [2 * P, BLOCK_N, BLOCK_T] fp32 partials
+def s14_stream_k_x_rows_kernel(x_ptr, lda, m0, k0, M, K, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """x[m0:m0+ROWS, k0:k0+BLOCK_K] (K-major x) by masked loads: rows past M are never fetched.
+    Taken where M is ragged against the token tile: TMA's zero fill of a box's out-of-bounds
+    rows cost up to 2x the call (CUDA s14, docs/stages/s14_stream_k.md, session 57)."""
+    rows = m0 + tl.arange(0, ROWS)
+    ks = k0 + tl.arange(0, BLOCK_K)
+    return tl.load(x_ptr + rows[:, None] * lda + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < K),
+                   other=0.0)
 
-    # --- operand staging: host-built TMA descriptors, swap AB ------------------------------
-    # w_desc: W = B^T, boxes of B as stored -> the wgmma A operand [BLOCK_N, BLOCK_K] (64-256
-    # rows, m64 per warpgroup step): NT's W [N, K] (as nn.Linear keeps it) box by box; NN/TN's B
-    # [K, N] as boxes [BLOCK_K, BLOCK_N] seen through .T (N-major). x_desc: A = x, boxes as
-    # stored -> the wgmma B operand x^T [BLOCK_K, BLOCK_T] (n = BLOCK_T >= 16 tokens): NN/NT's x
-    # [M, K] as boxes [BLOCK_T, BLOCK_K] through .T (K-major), TN's A stored [K, M] box by box.
-    # The swapped problem C^T = B^T A^T reads each operand in the other major order; wgmma
-    # takes 16-bit smem either way. TMA zero-fills rows past M or N and columns past K; the
-    # compiler rings num_stages boxes through smem.
+
+@triton.jit
+def s14_stream_k_loop_kernel(w_desc, x_desc, x_ptr, lda, c_ptr, ws_ptr, cnt_ptr, M, N, K, ldc, alpha, beta,
+                             pid, start, end, k_steps, tiles_t, T, P, BLOCK_N: tl.constexpr,
+                             BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, C_VEC: tl.constexpr,
+                             BETA_ZERO: tl.constexpr, THREADS: tl.constexpr, LAYOUT: tl.constexpr,
+                             X_PTR: tl.constexpr):
+    """s14_stream_k_kernel's main loop over iterations [start, end); returns the tiles this program
+    completes from partials afterwards (or -1). X_PTR: x by masked pointer loads, not x_desc."""
     acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)   # C^T tile: [weight rows, tokens]
     fix_first = -1   # the tile this program completes from partials after its loop, or -1
     fix_last = -1
@@ -216,7 +216,9 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
             w = w_desc.load([tile_n * BLOCK_N, kk * BLOCK_K])     # [BLOCK_N, BLOCK_K]
         else:
             w = w_desc.load([kk * BLOCK_K, tile_n * BLOCK_N]).T   # box [BLOCK_K, BLOCK_N]: N-major
-        if LAYOUT == "TN":
+        if X_PTR:
+            xt = s14_stream_k_x_rows_kernel(x_ptr, lda, tile_t * BLOCK_T, kk * BLOCK_K, M, K, BLOCK_T, BLOCK_K).T
+        elif LAYOUT == "TN":
             xt = x_desc.load([kk * BLOCK_K, tile_t * BLOCK_T])    # [BLOCK_K, BLOCK_T]
         else:
             xt = x_desc.load([tile_t * BLOCK_T, kk * BLOCK_K]).T  # box [BLOCK_T, BLOCK_K]: K-major
@@ -246,6 +248,55 @@ def s14_stream_k_kernel(w_desc, x_desc, c_ptr, buf_ptr, M, N, K, ldc, alpha, bet
                     else:
                         fix_last = tile
             acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
+
+    return fix_first, fix_last
+
+
+@triton.jit
+def s14_stream_k_kernel(w_desc, x_desc, x_ptr, lda, c_ptr, buf_ptr, M, N, K, ldc, alpha, beta,
+                        COUNTERS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+                        BLOCK_K: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr,
+                        THREADS: tl.constexpr, FIX_BATCH: tl.constexpr, LAYOUT: tl.constexpr,
+                        X_PTR: tl.constexpr):
+    # --- tile assignment: an equal share of all (tile, K step) iterations per program --------
+    # Iterations run tile-major: i = tile * k_steps + k step. Program p takes [p*T//P,
+    # (p+1)*T//P): shares differ by at most one step, so no SM idles in a last wave. A share
+    # may start or end inside a tile (stream-K); when T/P is a whole fraction of k_steps every
+    # share is one aligned piece of one tile (split-K). Tiles: weight-row blocks x token blocks.
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    k_steps = tl.cdiv(K, BLOCK_K)
+    tiles_t = tl.cdiv(M, BLOCK_T)
+    T = tl.cdiv(N, BLOCK_N) * tiles_t * k_steps
+    start = (pid * T) // P
+    end = ((pid + 1) * T) // P
+    cnt_ptr = buf_ptr.to(tl.pointer_type(tl.int32))   # [COUNTERS] int32, one per tile
+    ws_ptr = buf_ptr + COUNTERS                        # [2 * P, BLOCK_N, BLOCK_T] fp32 partials
+
+    # --- operand staging: host-built TMA descriptors, swap AB ------------------------------
+    # w_desc: W = B^T, boxes of B as stored -> the wgmma A operand [BLOCK_N, BLOCK_K] (64-256
+    # rows, m64 per warpgroup step): NT's W [N, K] (as nn.Linear keeps it) box by box; NN/TN's B
+    # [K, N] as boxes [BLOCK_K, BLOCK_N] seen through .T (N-major). x_desc: A = x, boxes as
+    # stored -> the wgmma B operand x^T [BLOCK_K, BLOCK_T] (n = BLOCK_T >= 16 tokens): NN/NT's x
+    # [M, K] as boxes [BLOCK_T, BLOCK_K] through .T (K-major), TN's A stored [K, M] box by box.
+    # The swapped problem C^T = B^T A^T reads each operand in the other major order; wgmma
+    # takes 16-bit smem either way. TMA zero-fills rows past M or N and columns past K; the
+    # compiler rings num_stages boxes through smem.
+    # A program whose share touches the last token tile, part-filled (X_PTR: the host's choice),
+    # reads x by masked loads: the descriptor's zero fill of the rows past M cost more (the log,
+    # session 58). The branch is uniform per program, so each loop keeps one kind of load.
+    ragged = False
+    if X_PTR:
+        t_first = start // k_steps
+        ragged = t_first + (tiles_t - 1 - t_first % tiles_t) <= (end - 1) // k_steps
+    if ragged:
+        fix_first, fix_last = s14_stream_k_loop_kernel(
+            w_desc, x_desc, x_ptr, lda, c_ptr, ws_ptr, cnt_ptr, M, N, K, ldc, alpha, beta, pid, start, end,
+            k_steps, tiles_t, T, P, BLOCK_N, BLOCK_T, BLOCK_K, C_VEC, BETA_ZERO, THREADS, LAYOUT, True)
+    else:
+        fix_first, fix_last = s14_stream_k_loop_kernel(
+            w_desc, x_desc, x_ptr, lda, c_ptr, ws_ptr, cnt_ptr, M, N, K, ldc, alpha, beta, pid, start, end,
+            k_steps, tiles_t, T, P, BLOCK_N, BLOCK_T, BLOCK_K, C_VEC, BETA_ZERO, THREADS, LAYOUT, False)
 
     # fixups after the loop, so the pipelined loop carries no inner loop; at most 2 per program
     if fix_first >= 0:
@@ -285,22 +336,18 @@ def s14_stream_k_wide_store_kernel(c_ptr, acc, m0, n0, M, N, ldc, alpha, beta, B
 
 
 @triton.jit
-def s14_stream_k_wide_kernel(x_desc, w0_desc, w1_desc, w2_desc, c_ptr, M, N, K, ldc, alpha, beta,
-                             BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, W0: tl.constexpr, W1: tl.constexpr,
-                             W2: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr, LAYOUT: tl.constexpr):
-    # WIDE_TILES: one tile of BLOCK_M tokens x (W0 + W1 + W2) weight rows per program, x as wgmma's
-    # A (not swapped), a dot per piece (W2 or W1 and W2 may be 0: no piece). The token tiles of one
-    # weight tile are neighbouring programs, so the weight streams from HBM once.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    m0 = (pid % tiles_m) * BLOCK_M
-    n0 = (pid // tiles_m) * (W0 + W1 + W2)
+def s14_stream_k_wide_loop_kernel(x_desc, x_ptr, lda, w0_desc, w1_desc, w2_desc, m0, n0, M, K,
+                                  BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, W0: tl.constexpr,
+                                  W1: tl.constexpr, W2: tl.constexpr, LAYOUT: tl.constexpr, X_PTR: tl.constexpr):
+    """s14_stream_k_wide_kernel's K loop; X_PTR: x by masked pointer loads, not x_desc."""
     acc0 = tl.zeros((BLOCK_M, W0), dtype=tl.float32)
     acc1 = tl.zeros((BLOCK_M, W1 if W1 > 0 else 16), dtype=tl.float32)
     acc2 = tl.zeros((BLOCK_M, W2 if W2 > 0 else 16), dtype=tl.float32)
     for kk in range(0, tl.cdiv(K, BLOCK_K)):
         k0 = kk * BLOCK_K
-        if LAYOUT == "TN":
+        if X_PTR:
+            x = s14_stream_k_x_rows_kernel(x_ptr, lda, m0, k0, M, K, BLOCK_M, BLOCK_K)
+        elif LAYOUT == "TN":
             x = x_desc.load([k0, m0]).T                      # A stored (K, M): box [BLOCK_K, BLOCK_M]
         else:
             x = x_desc.load([m0, k0])                        # box [BLOCK_M, BLOCK_K]
@@ -309,6 +356,33 @@ def s14_stream_k_wide_kernel(x_desc, w0_desc, w1_desc, w2_desc, c_ptr, M, N, K, 
             acc1 = s14_stream_k_wide_dot_kernel(acc1, x, w1_desc, n0 + W0, k0, LAYOUT)
         if W2 > 0:
             acc2 = s14_stream_k_wide_dot_kernel(acc2, x, w2_desc, n0 + W0 + W1, k0, LAYOUT)
+    return acc0, acc1, acc2
+
+
+@triton.jit
+def s14_stream_k_wide_kernel(x_desc, x_ptr, lda, w0_desc, w1_desc, w2_desc, c_ptr, M, N, K, ldc, alpha, beta,
+                             BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, W0: tl.constexpr, W1: tl.constexpr,
+                             W2: tl.constexpr, C_VEC: tl.constexpr, BETA_ZERO: tl.constexpr, LAYOUT: tl.constexpr,
+                             X_PTR: tl.constexpr):
+    # WIDE_TILES: one tile of BLOCK_M tokens x (W0 + W1 + W2) weight rows per program, x as wgmma's
+    # A (not swapped), a dot per piece (W2 or W1 and W2 may be 0: no piece). The token tiles of one
+    # weight tile are neighbouring programs, so the weight streams from HBM once.
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    m0 = (pid % tiles_m) * BLOCK_M
+    n0 = (pid // tiles_m) * (W0 + W1 + W2)
+    # The part-filled last token tile reads x by masked loads where the host chose it (X_PTR; see
+    # s14_stream_k_kernel); m0 is uniform per program, so each loop keeps one kind of load.
+    if X_PTR:
+        if m0 + BLOCK_M > M:
+            acc0, acc1, acc2 = s14_stream_k_wide_loop_kernel(x_desc, x_ptr, lda, w0_desc, w1_desc, w2_desc, m0, n0,
+                                                             M, K, BLOCK_M, BLOCK_K, W0, W1, W2, LAYOUT, True)
+        else:
+            acc0, acc1, acc2 = s14_stream_k_wide_loop_kernel(x_desc, x_ptr, lda, w0_desc, w1_desc, w2_desc, m0, n0,
+                                                             M, K, BLOCK_M, BLOCK_K, W0, W1, W2, LAYOUT, False)
+    else:
+        acc0, acc1, acc2 = s14_stream_k_wide_loop_kernel(x_desc, x_ptr, lda, w0_desc, w1_desc, w2_desc, m0, n0, M,
+                                                         K, BLOCK_M, BLOCK_K, W0, W1, W2, LAYOUT, False)
     s14_stream_k_wide_store_kernel(c_ptr, acc0, m0, n0, M, N, ldc, alpha, beta, BLOCK_M, W0, C_VEC, BETA_ZERO)
     if W1 > 0:
         s14_stream_k_wide_store_kernel(c_ptr, acc1, m0, n0 + W0, M, N, ldc, alpha, beta, BLOCK_M, W1, C_VEC,
@@ -464,6 +538,12 @@ def _fix_batch(p):
     return 4 if regs <= 16 else 2 if regs <= 32 else 1
 
 
+def _x_ptr(M, p, a_t):
+    """Whether the part-filled last token tile reads x by masked loads (K-major x only)."""
+    tail = M % p.block_t
+    return not a_t and p.block_t == 128 and 0 < tail <= (X_PTR_WIDE_TAIL if p.pieces else X_PTR_TAIL)
+
+
 def launch(a, b, c, alpha, beta, p, layout="NT"):
     """Run plan p (tests and benchmarks may pass a plan of their own) in `layout`."""
     M, K = a.shape
@@ -480,10 +560,11 @@ def launch(a, b, c, alpha, beta, p, layout="NT"):
     ws = _buffer(a.device, tiles, 2 * programs * p.block_n * p.block_t)
     w_desc = descriptor(b, [p.block_n, p.block_k] if b_t else [p.block_k, p.block_n], b_t)
     x_desc = descriptor(a, [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k], a_t)
-    replay(s14_stream_k_kernel)[(programs,)](w_desc, x_desc, c, ws, M, N, K, c.stride(0), float(alpha), float(beta),
-                                             COUNTERS=COUNTERS, BLOCK_N=p.block_n, BLOCK_T=p.block_t,
-                                             BLOCK_K=p.block_k, C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0),
-                                             THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p), LAYOUT=layout,
+    replay(s14_stream_k_kernel)[(programs,)](w_desc, x_desc, a, a.stride(0), c, ws, M, N, K, c.stride(0),
+                                             float(alpha), float(beta), COUNTERS=COUNTERS, BLOCK_N=p.block_n,
+                                             BLOCK_T=p.block_t, BLOCK_K=p.block_k, C_VEC=c_vector_width(c),
+                                             BETA_ZERO=(beta == 0), THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p),
+                                             LAYOUT=layout, X_PTR=_x_ptr(M, p, a_t),
                                              num_warps=p.warps, num_stages=p.stages)
     return c
 
@@ -498,9 +579,10 @@ def _launch_wide(a, b, c, alpha, beta, p, layout, a_t, b_t):
     w += [w[0]] * (3 - len(w))
     x_desc = descriptor(a, [p.block_k, p.block_t] if a_t else [p.block_t, p.block_k], a_t)
     replay(s14_stream_k_wide_kernel)[(cdiv(M, p.block_t) * cdiv(N, p.block_n),)](
-        x_desc, *w, c, M, N, K, c.stride(0), float(alpha), float(beta), BLOCK_M=p.block_t, BLOCK_K=p.block_k,
-        W0=widths[0], W1=widths[1], W2=widths[2], C_VEC=c_vector_width(c), BETA_ZERO=(beta == 0), LAYOUT=layout,
-        num_warps=p.warps, num_stages=p.stages)
+        x_desc, a, a.stride(0), *w, c, M, N, K, c.stride(0), float(alpha), float(beta), BLOCK_M=p.block_t,
+        BLOCK_K=p.block_k, W0=widths[0], W1=widths[1], W2=widths[2], C_VEC=c_vector_width(c),
+        BETA_ZERO=(beta == 0), LAYOUT=layout, X_PTR=_x_ptr(M, p, a_t), num_warps=p.warps,
+        num_stages=p.stages)
     return c
 
 
