@@ -520,7 +520,9 @@ S14_DECODE = [(8, 4096, 4096), (32, 4096, 4096), (40, 4104, 4104), (104, 4104, 4
               (128, 9216, 4096),    # PAIR_TILE: two programs per SM
               (256, 11008, 4096), (200, 14336, 4096),   # WIDE_TILES: 128 + 64 and 128 + 128-row dots
               (256, 13000, 4096),                       # and 128 + 64 + 32
-              (128, 11008, 4096)]   # WIDE_ONE: one 128-row dot
+              (128, 11008, 4096),   # WIDE_ONE: one 128-row dot
+              (72, 4104, 4104), (136, 11008, 4096)]   # x's ragged 128-token tile by masked loads (X_PTR):
+                                                      # swapped, wide (K-major x: NT, NN)
 SM90_SMEM_PER_SM = 233472   # 228 KB an SM, of which 1 KB is reserved per resident block
 
 
@@ -537,7 +539,7 @@ def test_triton_s14_decode_configs_compile_without_spills(layout):
 
     stage = find("triton", "s14")
     mod = _load_triton_module(stage)
-    problems, done, compiled = [], set(), set()
+    problems, done, compiled, masked = [], set(), set(), set()
     for shape in S14_DECODE:
         for fn, sig, consts, attrs, opts in _aot_variants(stage, "bf16", all_configs=True, shape=shape, layout=layout):
             key = (fn.__name__, repr(sorted(consts.items(), key=str)), repr(sorted(opts.items(), key=str)), repr(attrs))
@@ -549,6 +551,8 @@ def test_triton_s14_decode_configs_compile_without_spills(layout):
                               opts["num_warps"]))
             if fn.__name__ == "s14_stream_k_wide_kernel":
                 compiled.add(tuple(w for w in (consts["W0"], consts["W1"], consts["W2"]) if w))
+            if consts.get("X_PTR"):
+                masked.add(fn.__name__)
             ck = triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32), options=opts)
             res = _cuobjdump(["-res-usage"], ck.asm["cubin"])
             local = max(int(x) for x in re.findall(r"(?:LOCAL|STACK):(\d+)", res))
@@ -564,5 +568,7 @@ def test_triton_s14_decode_configs_compile_without_spills(layout):
     tables = ({cfg for _, cfg in mod.TILES} | set(mod.WAVE_TILES) | {cfg for _, cfg in mod.DP_TILES}
               | {mod.PAIR_TILE} | {t for t, _ in mod.WIDE_TILES} | {mod.WIDE_ONE})
     assert tables <= compiled, f"plan configs no shape here compiles: {sorted(tables - compiled)}"
+    if layout != "TN":   # x K-major: both kernels' masked-load loops are compiled too
+        assert masked == {"s14_stream_k_kernel", "s14_stream_k_wide_kernel"}, masked
     assert not problems, f"s14 {layout}:\n" + "\n".join(problems)
 
