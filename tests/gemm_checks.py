@@ -102,8 +102,9 @@ DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 2056), (1100, 8
                 (100, 9001, 520),
                 # Triton s14's part-filled last token tile (M = 129-256), 128- and 64-row weight tiles
                 (136, 4100, 520), (160, 2050, 264),
-                # Triton s14's masked x loads in the part-filled 128-token tile: swapped stream-K, wide tiles
-                (72, 4100, 520), (129, 11008, 264)]
+                # Triton s14's masked x loads in the part-filled 128-token tile (K a multiple of 16):
+                # swapped stream-K, wide tiles
+                (72, 4100, 528), (129, 11008, 272)]
 # alpha/beta combinations: (alpha, beta); beta == 0 runs on a NaN-filled C.
 ALPHA_BETA = [(1.0, 0.0), (2.0, 0.0), (-1.5, 0.5), (1.0, 1.0), (0.0, 2.0), (0.0, 0.0), (0.5, -1.0)]
 

@@ -33,10 +33,10 @@ cases = [  # M, N, K, forced programs (None: the stage's own plan), alpha, beta
     (136, 104, 72, None, 1.0, 0.0),  # plan(): 3 token tiles of 64, the last part-filled, ragged N
     (100, 264, 136, None, 1.0, 0.5),  # plan(): 128 x 64 tiles, two per SM (6 on 3 SMs), ragged N and M
     (200, 328, 136, (128, 64), 1.5, 0.5),  # WIDE_TILES (forced: 3 SMs never fit them): 128 + 64-row
-    (136, 232, 72, (128, 64, 32), 1.0, 0.0),  # dots, ragged M and N; 128 + 64 + 32, the last piece part-filled
+    (136, 232, 80, (128, 64, 32), 1.0, 0.0),  # dots, ragged M and N; 128 + 64 + 32, the last piece part-filled
     (144, 304, 136, (128, 128), 2.0, 0.0),  # 128 + 128-row dots, the second part-filled
     (72, 200, 136, (128,), 1.0, 0.5),  # WIDE_ONE: one 128-row dot, one part-filled token tile, ragged N
-    (200, 136, 136, "t128", 1.0, 0.5)]  # 128-token tiles, stream-K over 5 programs: x by masked loads in
+    (200, 136, 144, "t128", 1.0, 0.5)]  # 128-token tiles, stream-K over 5 programs: x by masked loads in
                                         # the programs whose share touches the 72-row last tile (K-major x)
 dp_fill = mod.DP_FILL   # the 128-row data-parallel rule: on for its own case only (the others keep
                         # the 64-row tiles they were written for)
@@ -54,15 +54,15 @@ for layout in stage.layouts:
         c0 = torch.randn(M, N, generator=g).half()
         mod.DP_FILL = dp_fill if (M, N, K) == (8, 296, 520) else 2.0
         p = mod.plan.__wrapped__(M, N, K, 3)   # not the cached plan: DP_FILL changes between cases
-        if (M, N, K) == (136, 232, 72) and layout != "TN":
-            assert mod._x_ptr(M, mod.Plan("data-parallel", 128, 0, 2, 8, 232, 64, progs), False)  # masked x
+        if (M, N, K) == (136, 232, 80) and layout != "TN":
+            assert mod._x_ptr(a, mod.Plan("data-parallel", 128, 0, 2, 8, 232, 64, progs), False)  # masked x
         if (M, N, K) in ((8, 296, 520), (136, 104, 72)):
             assert (p.name, p.programs, p.block_n) == ("data-parallel", 3, 128), p
         if (M, N) in ((100, 264), (104, 264)):
             assert (p.name, p.programs, p.block_n, p.block_t) == ("data-parallel", 6, 128, 64), p
         if progs == "t128":
             p = mod.Plan("forced", 128, 5, 2, 4, 64, 64)
-            assert mod._x_ptr(M, p, False) and not mod._x_ptr(M, p, True)
+            assert mod._x_ptr(a, p, layout == "TN") == (layout != "TN")   # masked x where x is K-major
         elif isinstance(progs, tuple):
             p = mod.Plan("data-parallel", 128, 0, 2, 8, sum(progs), 64, progs)
         elif progs is not None:

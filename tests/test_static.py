@@ -521,7 +521,7 @@ S14_DECODE = [(8, 4096, 4096), (32, 4096, 4096), (40, 4104, 4104), (104, 4104, 4
               (256, 11008, 4096), (200, 14336, 4096),   # WIDE_TILES: 128 + 64 and 128 + 128-row dots
               (256, 13000, 4096),                       # and 128 + 64 + 32
               (128, 11008, 4096),   # WIDE_ONE: one 128-row dot
-              (72, 4104, 4104), (136, 11008, 4096)]   # x's ragged 128-token tile by masked loads (X_PTR):
+              (72, 4096, 4096), (136, 11008, 4096)]   # x's ragged 128-token tile by masked loads (X_PTR):
                                                       # swapped, wide (K-major x: NT, NN)
 SM90_SMEM_PER_SM = 233472   # 228 KB an SM, of which 1 KB is reserved per resident block
 

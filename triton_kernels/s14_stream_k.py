@@ -100,8 +100,8 @@ WIDE_FILL = 0.84
 # 4096 weight rows 23.9 / 20.9 / 19.4 / 19.2 us; 129 / 160 / 200 against 11008, 54.7 / 46.9 / 42.0),
 # while masked pointer loads cost about the same at any tail (19.4-20.2 / 45.5-49.4 us). So programs
 # whose share touches that tile load x by masked loads up to these tails (rows in the tile):
-# 65 x 4096 0.64 -> 0.78x cuBLAS, 80 x 4096 0.72 -> 0.80, 129 x 11008 0.64-0.69 -> 0.78-0.82,
-# 129 x 14336 0.85 -> 0.91. 64-token and narrower tiles lost at every tail tried (40-250 x 4096:
+# 65 x 4096 0.64 -> 0.77x cuBLAS, 80 x 4096 0.72 -> 0.80, 129 / 140 x 11008 0.68 -> 0.75 / 0.77,
+# 129 x 14336 0.84 -> 0.89 (K a multiple of 16: s14_stream_k's _x_ptr). 64-token and narrower tiles lost at every tail tried (40-250 x 4096:
 # -4 to -30 points), so they keep the descriptor (docs/stages/s14_stream_k.md, session 58).
 X_PTR_TAIL = 88        # swapped kernel (x as wgmma's B)
 X_PTR_WIDE_TAIL = 24   # WIDE_TILES / WIDE_ONE (x as A)
@@ -538,10 +538,14 @@ def _fix_batch(p):
     return 4 if regs <= 16 else 2 if regs <= 32 else 1
 
 
-def _x_ptr(M, p, a_t):
-    """Whether the part-filled last token tile reads x by masked loads (K-major x only)."""
+def _x_ptr(a, p, a_t):
+    """Whether the part-filled last token tile reads x by masked loads (K-major x only). K and lda
+    multiples of 16 elements: Triton specialises them, and only then are the loads cp.async in
+    the pipelined loop (otherwise LDG + STS, synchronous: 72 x 4104 x 4104's SASS)."""
+    M, K = a.shape
     tail = M % p.block_t
-    return not a_t and p.block_t == 128 and 0 < tail <= (X_PTR_WIDE_TAIL if p.pieces else X_PTR_TAIL)
+    return (not a_t and p.block_t == 128 and 0 < tail <= (X_PTR_WIDE_TAIL if p.pieces else X_PTR_TAIL)
+            and K % 16 == 0 and a.stride(0) % 16 == 0)
 
 
 def launch(a, b, c, alpha, beta, p, layout="NT"):
@@ -564,7 +568,7 @@ def launch(a, b, c, alpha, beta, p, layout="NT"):
                                              float(alpha), float(beta), COUNTERS=COUNTERS, BLOCK_N=p.block_n,
                                              BLOCK_T=p.block_t, BLOCK_K=p.block_k, C_VEC=c_vector_width(c),
                                              BETA_ZERO=(beta == 0), THREADS=32 * p.warps, FIX_BATCH=_fix_batch(p),
-                                             LAYOUT=layout, X_PTR=_x_ptr(M, p, a_t),
+                                             LAYOUT=layout, X_PTR=_x_ptr(a, p, a_t),
                                              num_warps=p.warps, num_stages=p.stages)
     return c
 
@@ -581,7 +585,7 @@ def _launch_wide(a, b, c, alpha, beta, p, layout, a_t, b_t):
     replay(s14_stream_k_wide_kernel)[(cdiv(M, p.block_t) * cdiv(N, p.block_n),)](
         x_desc, a, a.stride(0), *w, c, M, N, K, c.stride(0), float(alpha), float(beta), BLOCK_M=p.block_t,
         BLOCK_K=p.block_k, W0=widths[0], W1=widths[1], W2=widths[2], C_VEC=c_vector_width(c),
-        BETA_ZERO=(beta == 0), LAYOUT=layout, X_PTR=_x_ptr(M, p, a_t), num_warps=p.warps,
+        BETA_ZERO=(beta == 0), LAYOUT=layout, X_PTR=_x_ptr(a, p, a_t), num_warps=p.warps,
         num_stages=p.stages)
     return c
 
