@@ -134,7 +134,10 @@ def commit(data: results.Data, root: Path, problems: list, allow_partial: bool =
     recorded GPU under root, all or nothing: 1 and root untouched if problems and not
     allow_partial; else everything goes into a staging directory under root (the other GPUs'
     tables copied in to draw from) and is os.replace'd into place once all is written, then the
-    project README's headline; 0. phases/t_all: the run's phase times, with "plots" added, go
+    project README's headline; 0. The GPUs are laid out newest recorded run first (the date of
+    each GPU's run, which a filtered run merged into it or a model group keeps), so the overview's
+    findings and the headline come from the newest whole run, not from a few rows merged into an
+    older one. phases/t_all: the run's phase times, with "plots" added, go
     into environment.json and the page: into `record` (a merged run's entry in it) if given."""
     root = Path(root)
     if refuse(problems, root, allow_partial):
@@ -145,7 +148,7 @@ def commit(data: results.Data, root: Path, problems: list, allow_partial: bool =
         for d in results.recorded(root):
             if d.name != data.gpu:
                 shutil.copytree(d, results.data_dir(d.name, stage))
-        datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu])
+        datas = report.pages(results.recorded(stage), stage)
         if phases is not None:
             phases["plots"] = time.perf_counter() - t
             run = data.environment if record is None else record
@@ -153,7 +156,7 @@ def commit(data: results.Data, root: Path, problems: list, allow_partial: bool =
             if t_all is not None:
                 run["wall_s"] = round(time.perf_counter() - t_all, 1)
             results.write(data, stage)
-            datas = report.pages(results.recorded(stage), stage, gpus=[data.gpu], figures=False)
+            datas = report.pages(results.recorded(stage), stage, figures=False)
         headline = report.headline_text(datas[0]) if root.resolve() == results.REPORTS.resolve() else None
         swap_in(stage, root, [f"data/{data.gpu}", *report.page_parts(datas)])
     if headline:

@@ -1,6 +1,7 @@
 """A run never loses the recorded reports (CPU only, fake group results, no GPU): an incomplete run
 writes nothing unless allowed, a failure while writing leaves the old files, one run at a time,
 and a table file is whole or absent."""
+import json
 import os
 import re
 import shutil
@@ -124,6 +125,30 @@ def test_one_gpu_run_refuses_a_run_that_lost_groups(tree, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert re.search(r"fp32: (\d+) of \1 planned kernel-shapes have no row", err), err
     assert "fp16:" not in err and "incomplete run: nothing written" in err
+
+
+def test_the_newest_whole_run_leads_the_overview(tree):
+    """Two GPUs recorded: rows merged into the older GPU's run (a filtered run, a model group) leave
+    the newer GPU's run first in the overview and its detail list; a whole run of the older GPU,
+    dated now, takes the lead."""
+    other = tree / "data" / "NVIDIA_OTHER"
+    shutil.copytree(tree / "data" / gpu_name(), other)
+    env = json.loads((other / "environment.json").read_text())
+    (other / "environment.json").write_text(json.dumps(dict(env, date_utc="2098-01-01 00:00", gpu_full_name="OTHER")))
+
+    def first_listed():
+        readme = (tree / "README.md").read_text()
+        details = readme[readme.index("## Detail pages"):]
+        return "OTHER" if details.index("NVIDIA_OTHER/") < details.index(f"{gpu_name()}/") else "merged-into"
+
+    merged = results.load(tree / "data" / gpu_name())
+    merged.results = merged.results.assign(note="merged rows")
+    merged.environment = dict(merged.environment, merged_runs=[{"date_utc": "2099-01-01 00:00", "rows": 1}])
+    assert publish.commit(merged, tree, []) == 0
+    assert "merged rows" in (tree / "data" / gpu_name() / "results.csv").read_text()
+    assert first_listed() == "OTHER"
+    assert publish.commit(new_data(gpu_name()), tree, []) == 0   # a whole run, dated 2099
+    assert first_listed() == "merged-into"
 
 
 def test_failure_while_writing_leaves_old_files(tree, monkeypatch):
