@@ -3,8 +3,9 @@
 # nvidia-h100-x4 call, `EXPECT=H200 ...` on nvidia-h200-x4 (exits at once, running nothing, when
 # the GPUs are not the expected kind). Write scratch/commit.txt (git rev-parse --short=12 HEAD)
 # first: the copy on the device has no .git. The tables come back as reports.tgz (restore with
-# `rm -rf reports && tar xzf <files_at>/reports.tgz`); the journal comes back too, so a run cut by
-# the call's limit resumes with the same command after `tar xzf journal.tgz` in the next call.
+# `rm -rf reports && tar xzf <files_at>/reports.tgz`). A run cut by the call's limit sends its
+# journal back instead (journal.tgz): copy it to scratch/s59/journal.tgz and call again with
+# carry ["scratch/s59"] on the same kind; the study then measures only what is missing.
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 n=$(nvidia-smi -L | wc -l)
