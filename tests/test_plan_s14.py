@@ -281,6 +281,30 @@ def test_triton_wide_weight_tiles(triton_s14, monkeypatch):
         "data-parallel, A-B, 128x128x64 tiles (M x N x K), 112 programs"
 
 
+def test_triton_masked_x_rule(triton_s14):
+    """x's part-filled last 128-token tile by masked loads (not the descriptor's zero fill) only
+    where x is K-major, the tail is short enough for its kernel, and K and lda are multiples of 16
+    (else Triton cannot prove 16-byte runs and the loads are synchronous LDG + STS); the GPU suite's
+    two masked-load shapes take it, a K of 4104 does not."""
+    import torch
+
+    plan, x_ptr = triton_s14.plan, triton_s14._x_ptr
+    swapped = triton_s14.Plan("forced", 128, 5, 2, 4, 64, 64)
+    for M, K, want in ((72, 4096, True), (72, 528, True), (72, 4104, False), (72, 520, False),
+                       (128 + triton_s14.X_PTR_TAIL, 4096, True), (129 + triton_s14.X_PTR_TAIL, 4096, False),
+                       (128, 4096, False)):   # no part-filled tile
+        assert x_ptr(torch.empty(M, K), swapped, False) == want, (M, K)
+    assert not x_ptr(torch.empty(72, 4096), swapped, True)                       # TN: x stored (K, M)
+    padded = torch.empty(72, 4104)[:, :4096]                                       # K = 4096, lda = 4104
+    assert not x_ptr(padded, swapped, False)
+    for M, N, K in ((72, 4100, 528), (129, 11008, 272)):   # tests/gemm_checks.DECODE_EXTRA's
+        p = plan(M, N, K, SMS)
+        assert p.block_t == 128 and x_ptr(torch.empty(M, K), p, False), (M, N, K, p)
+    wide = plan(129, 11008, 4096, SMS)
+    assert wide.pieces and x_ptr(torch.empty(129, 4096), wide, False)
+    assert not x_ptr(torch.empty(128 + triton_s14.X_PTR_WIDE_TAIL + 1, 4096), wide, False)
+
+
 def test_racecheck_shapes_take_the_paths_they_stand_for(plans):
     """tests/sanitize_run.py's racecheck shapes reach CUDA s14's flag fixups at few k-steps (a
     three-way split, stream-K over A-B token tiles), the one-wave 168-row tiles (ragged N and 16-byte
