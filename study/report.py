@@ -23,12 +23,10 @@ from .results import REPORTS, Data, load, recorded  # noqa: F401  (load, recorde
 from .tables import headline_table
 
 
-def pages(dirs: list, out: Path, gpus: list | None = None, figures: bool = True) -> list:
-    """Load each recorded data directory (those of `gpus` first), draw its figures under
-    out/figures/ (unless figures is False) and write the overview out/README.md, out/method.md and
-    each GPU's detail pages out/<gpu>/*.md; the loaded Data, in order."""
-    if gpus:
-        dirs = [d for d in dirs if d.name in gpus] + [d for d in dirs if d.name not in gpus]
+def pages(dirs: list, out: Path, figures: bool = True) -> list:
+    """Load each recorded data directory, in the order given (recorded()'s: newest run first), draw
+    its figures under out/figures/ (unless figures is False) and write the overview out/README.md,
+    out/method.md and each GPU's detail pages out/<gpu>/*.md; the loaded Data, in order."""
     datas = [load(d) for d in dirs]
     if figures:
         _draw_all([(draw, d, out, part) for d in datas for part in figure_parts(d)]
@@ -61,13 +59,13 @@ def page_parts(datas: list) -> list:
     return ["figures", "README.md", "method.md"] + [d.gpu for d in datas]
 
 
-def render(root: Path = REPORTS, gpus: list | None = None) -> list:
-    """Redraw figures and README from root/data/ (every recorded GPU, those named first). They are
+def render(root: Path = REPORTS) -> list:
+    """Redraw figures and README from root/data/ (every recorded GPU, newest run first). They are
     drawn into a temporary directory under root and swapped in only once all are drawn, so a
     failure or an interrupt leaves the previous pages; then the project README's headline."""
     root = Path(root)
     with staging(root) as stage:
-        datas = pages(recorded(root), stage, gpus)
+        datas = pages(recorded(root), stage)
         headline = headline_text(datas[0]) if datas and root.resolve() == REPORTS.resolve() else None
         written = swap_in(stage, root, page_parts(datas))
     return written + (write_headline(*headline) if headline else [])
