@@ -406,33 +406,38 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
     // each warp moves 512 contiguous bytes per float4 store or load.
     float4* const slots = reinterpret_cast<float4*>(partials) + cw * (R / 4) * 128 + t;
     constexpr int SLOT = CONSUMERS * (R / 4) * 128;  // float4s per CTA slot
+    // BM rows: consumer cw takes rows cw*64.. (or MN-major box cw) and every Q row; narrow: the
+    // same 64 P rows, Q rows cw*QN... The k-step's descriptors and barriers are these plus
+    // constants (desc_k16_at): formed once, not per k-step from pointers.
+    constexpr uint64_t HI = 0xFFFFFFFF00000000ull;
+    const uint64_t dP0 = hopper::desc_k16<P_MN>(sP + (PM == BM ? cw * WG_M * BK : 0), 0);
+    const uint64_t dQ0 = hopper::desc_k16<Q_MN>(sQ + (PM == BM ? 0 : cw * QN * BK), 0);
+    const uint64_t dP = (dP0 & HI) | hopper::opaque(uint32_t(dP0)), dQ = (dQ0 & HI) | hopper::opaque(uint32_t(dQ0));
+    const uint32_t full0 = hopper::opaque(hopper::smem_u32(full)), empty0 = hopper::opaque(hopper::smem_u32(empty));
     for (Pieces w(sched); w.next(sched, tile, kb, ke);) {
       int p0, qt;
       tile_coords(tile, sched, p0, qt);
       const int q0 = qt * BN;
       // --- loop over K: as s13, over this piece's k-steps only ------------------------------
       for (int kt = kb; kt < ke; ++kt, ++it) {
-        const int s = it % STAGES;
-        hopper::mbar_wait(&full[s], (it / STAGES) & 1);
+        const unsigned s = unsigned(it) % STAGES;
+        hopper::mbar_wait(full0 + 8 * s, (unsigned(it) / STAGES) & 1);
         hopper::wgmma_fence();
 #pragma unroll
         for (int u = 0; u < KS; ++u) {
-          // BM rows: consumer cw takes rows cw*64.. (or MN-major box cw) and every Q row;
-          // narrow: the same 64 P rows, Q rows cw*QN..
-          const T* a = sP + s * S::P_STAGE + u * PM * BK + (PM == BM ? cw * WG_M * BK : 0);
-          const T* b = sQ + s * S::Q_STAGE + u * Q_TILE + (PM == BM ? 0 : cw * QN * BK);
 #pragma unroll
           for (int k = 0; k < BK / 16; ++k)  // K-major: +32 B inside the line; MN-major: +16 lines
-            hopper::Wgmma<T, QN, P_MN, Q_MN>::mma(acc, hopper::desc_k16<P_MN>(a, k), hopper::desc_k16<Q_MN>(b, k),
-                                                  kt > kb || u > 0 || k > 0);
+            hopper::Wgmma<T, QN, P_MN, Q_MN>::mma(
+                acc, hopper::desc_k16_at<P_MN>(dP, s * S::P_STAGE + u * PM * BK, k),
+                hopper::desc_k16_at<Q_MN>(dQ, s * S::Q_STAGE + u * Q_TILE, k), kt > kb || u > 0 || k > 0);
         }
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();
-        if (kt > kb && lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+        if (kt > kb && lane == 0) hopper::mbar_arrive(empty0 + 8 * (unsigned(it - 1) % STAGES));
       }
       hopper::wgmma_wait<0>();
       hopper::fence_regs(acc);
-      if (lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+      if (lane == 0) hopper::mbar_arrive(empty0 + 8 * (unsigned(it - 1) % STAGES));
 
       // --- epilogue, part 1: pieces of a shared tile ----------------------------------------
       if (CL && kb > 0) {

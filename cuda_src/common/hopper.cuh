@@ -57,17 +57,18 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
                "r"(bytes)
                : "memory");
 }
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(addr) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) { mbar_arrive(smem_u32(bar)); }
 // Blocks until the phase with parity `parity` has completed. A freshly initialised barrier is
 // in phase 0, so waiting on parity 1 returns at once ("the previous phase is complete"): a
 // producer starts every ring slot as free by waiting on (phase ^ 1). CLUSTER: acquire at cluster
 // scope, for a phase completed by another CTA of the cluster (st.async's complete_tx releases at
 // cluster scope); the default acquires at CTA scope.
+// The address form takes the barrier's 32-bit shared address, for loops that form it once.
 template <bool CLUSTER = false>
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = smem_u32(bar);
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   uint32_t done;
   do {
     if constexpr (CLUSTER)
@@ -87,6 +88,10 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
           : "r"(addr), "r"(parity)
           : "memory");
   } while (!done);
+}
+template <bool CLUSTER = false>
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  mbar_wait<CLUSTER>(smem_u32(bar), parity);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,6 +191,20 @@ template <bool MN_MAJOR, typename T>
 __device__ __forceinline__ uint64_t desc_k16(const T* tile, int k) {
   if constexpr (MN_MAJOR) return desc_sw128_mn(tile + k * 16 * MN_BOX);
   else return desc_sw128(tile + k * 16);
+}
+// desc_k16(tile + elems, k) for 2-byte tiles from d = desc_k16(tile, 0): the start-address field
+// (bits 0-13) is linear in the address and, shared memory being below 256 KB, never carries out,
+// so only the low word changes (a 32-bit add). Loops form d once and step it by these constants.
+template <bool MN_MAJOR>
+__device__ __forceinline__ uint64_t desc_k16_at(uint64_t d, int elems, int k) {
+  const uint32_t step = uint32_t((elems + k * 16 * (MN_MAJOR ? MN_BOX : 1)) * 2) >> 4;
+  return (d & 0xFFFFFFFF00000000ull) | (uint32_t(d) + step);
+}
+// Keeps a value computed once in a register: the compiler otherwise re-forms shared addresses
+// (an S2R of the CTA's cluster slot and its arithmetic) inside the loops that use them.
+__device__ __forceinline__ uint32_t opaque(uint32_t v) {
+  asm volatile("" : "+r"(v));
+  return v;
 }
 
 // Ordering rules for wgmma (PTX ISA, "asynchronous warpgroup level matrix" section):
