@@ -12,7 +12,7 @@ timeout 150 python3 -c "import study; study.kernel('cuda', 's14')" > $OUT/build.
 timeout 240 python3 -m pytest -q -m gpu -n 14 -p no:cacheprovider tests/test_gpu.py tests/test_decomposition.py tests/test_gpu_replay.py \
   -k "s14 and not triton and not another_gpu" > $OUT/gpu.log 2>&1
 echo "tests rc=$? $(( $(date +%s) - t0 )) s"; tail -3 $OUT/gpu.log
-grep -q " passed" $OUT/gpu.log && ! grep -q "failed\|error" $OUT/gpu.log || { echo "tests not clean: stop"; exit 1; }
+last=$(tail -1 $OUT/gpu.log); echo "$last" | grep -q " passed" && ! echo "$last" | grep -q "failed\|error" || { echo "tests not clean: stop"; exit 1; }
 timeout 100 python3 scratch/s58/raggedn.py > $OUT/raggedn.log 2>&1; echo "raggedn rc=$? $(( $(date +%s) - t0 )) s"; grep -v Warn $OUT/raggedn.log
 left=$(( 575 - ($(date +%s) - t0) )); echo "left for the sweep: $left s"
 timeout $left python3 -m study reports --families cuda triton cublas --stages s14 --precisions bf16 --shapes decode --no-ncu --no-model > $OUT/decode.log 2>&1
