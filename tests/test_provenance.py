@@ -295,3 +295,28 @@ def test_stage_digest_covers_the_code_a_stage_runs(tmp_path, monkeypatch):
     merged = run({("cuda", "s13"): None, ("cuda", "s14"): "y"})   # s13's row from a run before digests
     assert sourcedigest.changed(a, merged) == [("cuda", "s13")]
 
+
+
+def test_a_filtered_run_blanks_the_digest_of_a_stage_it_measured_in_part():
+    """A filtered run over some of a stage's rows, with changed code, leaves that stage's table
+    holding two versions' rows: its merged digest is blank (changed() then leaves it out of the
+    two-GPU comparison); a stage it re-measured whole, or whose code did not change, keeps the
+    digest, and a stage it did not build keeps the recorded one."""
+    import pandas as pd
+
+    from study import sourcedigest
+    from study.results import Data
+
+    def builds(digests):
+        return pd.DataFrame([{"family": f, "stage": s, "source": d} for (f, s), d in digests.items()])
+    prev = builds({("cuda", "s13"): "a", ("cuda", "s14"): "b", ("triton", "s14"): "c", ("cuda", "s15"): "d"})
+    new = builds({("cuda", "s14"): "B", ("triton", "s14"): "c", ("cuda", "s15"): "D"})
+    res = pd.DataFrame([  # merged results: s14's fp16 rows are the older run's, s15's all new
+        ("cuda", "s13", False), ("cuda", "s14", False), ("cuda", "s14", True), ("triton", "s14", False),
+        ("triton", "s14", True), ("cuda", "s15", True)], columns=["family", "stage", "new"])
+    got = sourcedigest.merged(prev, new, res)
+    digest = dict(zip(zip(got["family"], got["stage"]), got["source"]))
+    assert digest == {("cuda", "s13"): "a", ("cuda", "s14"): "", ("triton", "s14"): "c", ("cuda", "s15"): "D"}
+    other = Data("gpu", pd.DataFrame(), builds=prev)
+    assert sourcedigest.changed(Data("gpu", pd.DataFrame(), builds=got), other) == [("cuda", "s14"), ("cuda", "s15")]
+    assert sourcedigest.merged(None, new, res[res["new"]]).equals(new)
