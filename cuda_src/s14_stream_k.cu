@@ -10,7 +10,7 @@
 //         NT, few tiles (swapped M = 33-128; M <= 256): 64-row P tiles, consumers on Q's halves.
 //         NT, M = 65-256, K <= 4096: x unswapped, one wave of 64-168-row weight tiles.
 //         Swapped: tokens on wgmma's 16..128-wide N side (on its 64-row side: up to 98% idle).
-// Expect: 1.03-1.08x cuBLAS at M <= 16, 0.90-1.08x at M <= 256 (NT, graph-timed); = s13 at 4096^3
+// Expect: 1.03-1.13x cuBLAS at M <= 16, 0.92-1.13x at M <= 256 (H100, NT, graph-timed); = s13 at 4096^3
 // Limits: as s13: A and B 16-byte aligned, lda and ldb (row strides as stored) multiples of 8
 //         elements: for contiguous tensors K in NT, K and N in NN, M and N in TN (else ValueError
 //         naming the argument); any M, N, K >= 1, any ldc. Shared tiles use one workspace per
