@@ -6,8 +6,8 @@ code. The environment's sources_sha1 covers the whole tree: any change anywhere 
     stage_digest(stage)   sha1 (12 hex digits) of their names and bytes
     changed(a, b)         (family, stage) pairs whose digests differ between two runs' builds, or
                           None when either run's builds.csv predates the column
-    merged(prev, new, res) a filtered run's builds over the recorded ones: blank where a stage's
-                          rows now come from both runs and its code differed between them
+    blank_mixed(prev, new, out, res)  a filtered run's merged builds, blank where a stage's rows
+                          now come from both runs and its code differed between them
 """
 from __future__ import annotations
 
@@ -68,15 +68,14 @@ def changed(a, b) -> list | None:
     return sorted(k for k in set(da) & set(db) if da[k] is None or da[k] != db[k])
 
 
-def merged(prev, new, res):
-    """The builds to record when a filtered run (`new`) is merged over recorded tables (`prev`):
-    new's rows, prev's for the stages new did not build. `res` is the merged results with a
-    boolean "new" column. A stage new built that still has recorded rows from the older run (the
-    filter took only some of its precisions or shapes) ran two versions of its code if the
-    digests differ: its digest is then blank ("mixed"), so changed() leaves it out of every
+
+def blank_mixed(prev, new, out, res):
+    """The builds to record when a filtered run is merged over recorded tables: `out`, the merge
+    of its builds (`new`) over the recorded ones (`prev`), with one change. `res` is the merged
+    results with a boolean "new" column. A stage new built that still has recorded rows from the
+    older run (the filter took only some of its precisions or shapes) ran two versions of its code
+    if the digests differ: its digest is then blank ("mixed"), so changed() leaves it out of every
     comparison instead of vouching for rows its digest does not describe."""
-    from .publish import merge
-    out = merge(prev, new, ["family", "stage"])
     if out is None or out.empty or "source" not in out or new is None or new.empty:
         return out
     was = dict(zip(zip(prev["family"], prev["stage"]), prev["source"])) if prev is not None and \

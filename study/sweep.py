@@ -266,7 +266,7 @@ def finish(opts: Options, groups: dict, shapes: list, r: Ready, got: dict, probl
         ceil = prev.ceilings if len(prev.ceilings) else ceil   # the recorded run's: every row's roof % alike
         res = merge(stamped(prev.results, prev.environment).assign(new=False), res.assign(new=True), RESULT_KEY)
         res_df = merge(prev.resources, res_df, ["family", "stage"])
-        builds = sourcedigest.merged(prev.builds, builds, res)   # blank: a stage's rows from two codes
+        builds = sourcedigest.blank_mixed(prev.builds, builds, merge(prev.builds, builds, ["family", "stage"]), res)
         prof = merge(prev.profile, prof, RESULT_KEY)
         # this run's rows against the merged cuBLAS rows (those it timed beside them, else the recorded ones);
         # the recorded rows keep their % of the cuBLAS of their own run

@@ -305,6 +305,7 @@ def test_a_filtered_run_blanks_the_digest_of_a_stage_it_measured_in_part():
     import pandas as pd
 
     from study import sourcedigest
+    from study.publish import merge
     from study.results import Data
 
     def builds(digests):
@@ -314,9 +315,9 @@ def test_a_filtered_run_blanks_the_digest_of_a_stage_it_measured_in_part():
     res = pd.DataFrame([  # merged results: s14's fp16 rows are the older run's, s15's all new
         ("cuda", "s13", False), ("cuda", "s14", False), ("cuda", "s14", True), ("triton", "s14", False),
         ("triton", "s14", True), ("cuda", "s15", True)], columns=["family", "stage", "new"])
-    got = sourcedigest.merged(prev, new, res)
+    got = sourcedigest.blank_mixed(prev, new, merge(prev, new, ["family", "stage"]), res)
     digest = dict(zip(zip(got["family"], got["stage"]), got["source"]))
     assert digest == {("cuda", "s13"): "a", ("cuda", "s14"): "", ("triton", "s14"): "c", ("cuda", "s15"): "D"}
     other = Data("gpu", pd.DataFrame(), builds=prev)
     assert sourcedigest.changed(Data("gpu", pd.DataFrame(), builds=got), other) == [("cuda", "s14"), ("cuda", "s15")]
-    assert sourcedigest.merged(None, new, res[res["new"]]).equals(new)
+    assert sourcedigest.blank_mixed(None, new, new, res[res["new"]]).equals(new)
