@@ -68,7 +68,6 @@ def changed(a, b) -> list | None:
     return sorted(k for k in set(da) & set(db) if da[k] is None or da[k] != db[k])
 
 
-
 def blank_mixed(prev, new, out, res):
     """The builds to record when a filtered run is merged over recorded tables: `out`, the merge
     of its builds (`new`) over the recorded ones (`prev`), with one change. `res` is the merged

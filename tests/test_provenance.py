@@ -296,7 +296,6 @@ def test_stage_digest_covers_the_code_a_stage_runs(tmp_path, monkeypatch):
     assert sourcedigest.changed(a, merged) == [("cuda", "s13")]
 
 
-
 def test_a_filtered_run_blanks_the_digest_of_a_stage_it_measured_in_part():
     """A filtered run over some of a stage's rows, with changed code, leaves that stage's table
     holding two versions' rows: its merged digest is blank (changed() then leaves it out of the
