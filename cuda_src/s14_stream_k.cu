@@ -409,10 +409,8 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
     // BM rows: consumer cw takes rows cw*64.. (or MN-major box cw) and every Q row; narrow: the
     // same 64 P rows, Q rows cw*QN... The k-step's descriptors and barriers are these plus
     // constants (desc_k16_at): formed once, not per k-step from pointers.
-    constexpr uint64_t HI = 0xFFFFFFFF00000000ull;
-    const uint64_t dP0 = hopper::desc_k16<P_MN>(sP + (PM == BM ? cw * WG_M * BK : 0), 0);
-    const uint64_t dQ0 = hopper::desc_k16<Q_MN>(sQ + (PM == BM ? 0 : cw * QN * BK), 0);
-    const uint64_t dP = (dP0 & HI) | hopper::opaque(uint32_t(dP0)), dQ = (dQ0 & HI) | hopper::opaque(uint32_t(dQ0));
+    const uint64_t dP = hopper::opaque_desc(hopper::desc_k16<P_MN>(sP + (PM == BM ? cw * WG_M * BK : 0), 0));
+    const uint64_t dQ = hopper::opaque_desc(hopper::desc_k16<Q_MN>(sQ + (PM == BM ? 0 : cw * QN * BK), 0));
     const uint32_t full0 = hopper::opaque(hopper::smem_u32(full)), empty0 = hopper::opaque(hopper::smem_u32(empty));
     for (Pieces w(sched); w.next(sched, tile, kb, ke);) {
       int p0, qt;

@@ -69,17 +69,26 @@ struct Config {
 };
 
 // ---------------------------------------------------------------------------------------------
-// One chain link: 4 wgmma k32 steps over a 128-byte k-block into d (64 x N per warpgroup).
+// One chain link: 4 wgmma k32 steps over a 128-byte k-block into d (64 x N per warpgroup), from
+// the descriptors of the k-block's A and B tiles.
 template <int N>
-__device__ __forceinline__ void mma_kblock(float (&d)[N / 2], const uint8_t* a, const uint8_t* b,
-                                           bool chain) {
+__device__ __forceinline__ void mma_kblock(float (&d)[N / 2], uint64_t da, uint64_t db, bool chain) {
   hopper::wgmma_fence();  // d was last touched by ordinary instructions (the promotion add)
 #pragma unroll
   for (int k = 0; k < BK / KSTEP; ++k)  // +32 elements = +32 B inside the swizzled line
-    fp8::WgmmaE4M3<N>::mma(d, hopper::desc_sw128(a + k * KSTEP), hopper::desc_sw128(b + k * KSTEP),
-                           chain || k > 0);
+    fp8::WgmmaE4M3<N>::mma(d, hopper::desc_at(da, k * KSTEP), hopper::desc_at(db, k * KSTEP), chain || k > 0);
   hopper::wgmma_commit();
 }
+
+// A consumer's place in the stage ring: slot s and the parity of its lap, stepped without the
+// division of it % STAGES (6 stages at BN 128).
+template <int STAGES>
+struct Ring {
+  uint32_t s = 0, phase = 0;
+  __device__ __forceinline__ void next() {
+    if (++s == STAGES) s = 0, phase ^= 1;
+  }
+};
 
 // Promotion: the finished chain t (slice `sub` of the tile) into the fp32 main accumulator.
 template <int BN, int NSUB>
@@ -199,7 +208,13 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
     const int warp = (tid % 128) / 32, lane = tid % 32;
     float acc[BN / 2];                       // 64 x BN fp32 per warpgroup: the promoted sums
     float t0[NSUB / 2], t1[NSUB / 2];        // the wgmma chains (t1 unused unless TEMPS == 2)
-    int it = 0;
+    // The k-loops' descriptors and barrier addresses are these plus constants, formed once.
+    const uint64_t dA = hopper::opaque_desc(hopper::desc_sw128(sA + cw * WG_M * BK));
+    const uint64_t dB = hopper::opaque_desc(hopper::desc_sw128(sB));
+    const uint32_t full0 = hopper::opaque(hopper::smem_u32(full)), empty0 = hopper::opaque(hopper::smem_u32(empty));
+    const auto a_at = [&](uint32_t s) { return hopper::desc_at(dA, s * Cfg::A_BYTES); };
+    const auto b_at = [&](uint32_t s) { return hopper::desc_at(dB, s * Cfg::B_BYTES); };
+    Ring<STAGES> r;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const gemm::TileCoord tc = gemm::grouped_tile(tile, tiles_m, tiles_n, GROUP_M);
       const int m0 = tc.m * BM, n0 = tc.n * BN;
@@ -225,62 +240,61 @@ kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUten
       if constexpr (Cfg::TEMPS == 0) {
         // Fast accumulation (s13's loop): one chain over all of K in the tensor core's own
         // accumulator; the stage of k-block kt-1 goes back once kt's batch is queued.
-        for (int kt = 0; kt < KT; ++kt, ++it) {
-          const int s = it % STAGES;
-          hopper::mbar_wait(&full[s], (it / STAGES) & 1);
-          mma_kblock<BN>(acc, sA + s * Cfg::A_BYTES + cw * WG_M * BK, sB + s * Cfg::B_BYTES, kt > 0);
+        uint32_t prev = 0;
+        for (int kt = 0; kt < KT; ++kt, r.next()) {
+          hopper::mbar_wait(full0 + 8 * r.s, r.phase);
+          mma_kblock<BN>(acc, a_at(r.s), b_at(r.s), kt > 0);
           hopper::wgmma_wait<1>();
-          if (kt > 0 && lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+          if (kt > 0 && lane == 0) hopper::mbar_arrive(empty0 + 8 * prev);
+          prev = r.s;
         }
         hopper::wgmma_wait<0>();
         hopper::fence_regs(acc);
         // The last k-block's stage goes back too: without this a CTA's next tile waits forever.
-        if (lane == 0) hopper::mbar_arrive(&empty[(it - 1) % STAGES]);
+        if (lane == 0) hopper::mbar_arrive(empty0 + 8 * prev);
       } else {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
         if constexpr (Cfg::TEMPS == 1) {
           // Per slice: chain into t0, drain this warpgroup's queue, add. The stage goes back
           // after its last slice.
-          for (int kt = 0; kt < KT; ++kt, ++it) {
-            const int s = it % STAGES;
-            hopper::mbar_wait(&full[s], (it / STAGES) & 1);
-            const uint8_t* a = sA + s * Cfg::A_BYTES + cw * WG_M * BK;
-            const uint8_t* b = sB + s * Cfg::B_BYTES;
+          for (int kt = 0; kt < KT; ++kt, r.next()) {
+            hopper::mbar_wait(full0 + 8 * r.s, r.phase);
 #pragma unroll
             for (int sub = 0; sub < Cfg::SUBS; ++sub) {
-              mma_kblock<NSUB>(t0, a, b + sub * NSUB * BK, false);
+              mma_kblock<NSUB>(t0, a_at(r.s), hopper::desc_at(b_at(r.s), sub * NSUB * BK), false);
               hopper::wgmma_wait<0>();
               promote<BN, NSUB>(acc, t0, sub);
             }
-            if (lane == 0) hopper::mbar_arrive(&empty[s]);
+            if (lane == 0) hopper::mbar_arrive(empty0 + 8 * r.s);
           }
         } else {
           // Two temporaries over pairs of k-blocks (Config, TEMPS = 2). Each stage goes back as
           // soon as its chain has been added.
-          const uint8_t* a = sA + cw * WG_M * BK;
           int kt = 0;
-          for (; kt + 1 < KT; kt += 2, it += 2) {
-            const int s0 = it % STAGES, s1 = (it + 1) % STAGES;
-            hopper::mbar_wait(&full[s0], (it / STAGES) & 1);
-            mma_kblock<NSUB>(t0, a + s0 * Cfg::A_BYTES, sB + s0 * Cfg::B_BYTES, false);
-            hopper::mbar_wait(&full[s1], ((it + 1) / STAGES) & 1);
-            mma_kblock<NSUB>(t1, a + s1 * Cfg::A_BYTES, sB + s1 * Cfg::B_BYTES, false);
+          for (; kt + 1 < KT; kt += 2) {
+            const uint32_t s0 = r.s, p0 = r.phase;
+            r.next();
+            const uint32_t s1 = r.s, p1 = r.phase;
+            r.next();
+            hopper::mbar_wait(full0 + 8 * s0, p0);
+            mma_kblock<NSUB>(t0, a_at(s0), b_at(s0), false);
+            hopper::mbar_wait(full0 + 8 * s1, p1);
+            mma_kblock<NSUB>(t1, a_at(s1), b_at(s1), false);
             hopper::wgmma_wait<1>();
             promote<BN, NSUB>(acc, t0, 0);
-            if (lane == 0) hopper::mbar_arrive(&empty[s0]);
+            if (lane == 0) hopper::mbar_arrive(empty0 + 8 * s0);
             hopper::wgmma_wait<0>();
             promote<BN, NSUB>(acc, t1, 0);
-            if (lane == 0) hopper::mbar_arrive(&empty[s1]);
+            if (lane == 0) hopper::mbar_arrive(empty0 + 8 * s1);
           }
           if (kt < KT) {  // odd KT: the last k-block alone
-            const int s0 = it % STAGES;
-            hopper::mbar_wait(&full[s0], (it / STAGES) & 1);
-            mma_kblock<NSUB>(t0, a + s0 * Cfg::A_BYTES, sB + s0 * Cfg::B_BYTES, false);
+            hopper::mbar_wait(full0 + 8 * r.s, r.phase);
+            mma_kblock<NSUB>(t0, a_at(r.s), b_at(r.s), false);
             hopper::wgmma_wait<0>();
             promote<BN, NSUB>(acc, t0, 0);
-            if (lane == 0) hopper::mbar_arrive(&empty[s0]);
-            ++it;
+            if (lane == 0) hopper::mbar_arrive(empty0 + 8 * r.s);
+            r.next();
           }
         }
       }

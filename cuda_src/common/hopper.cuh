@@ -192,19 +192,26 @@ __device__ __forceinline__ uint64_t desc_k16(const T* tile, int k) {
   if constexpr (MN_MAJOR) return desc_sw128_mn(tile + k * 16 * MN_BOX);
   else return desc_sw128(tile + k * 16);
 }
-// desc_k16(tile + elems, k) for 2-byte tiles from d = desc_k16(tile, 0): the start-address field
-// (bits 0-13) is linear in the address and, shared memory being below 256 KB, never carries out,
-// so only the low word changes (a 32-bit add). Loops form d once and step it by these constants.
+// The descriptor of the tile `bytes` (a multiple of 16) past d's: the start-address field (bits
+// 0-13) is linear in the address and, shared memory being below 256 KB, never carries out, so
+// only the low word changes (a 32-bit add). Loops form d once and step it by constants.
+__device__ __forceinline__ uint64_t desc_at(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | (uint32_t(d) + (bytes >> 4));
+}
+// desc_k16(tile + elems, k) for 2-byte tiles from d = desc_k16(tile, 0).
 template <bool MN_MAJOR>
 __device__ __forceinline__ uint64_t desc_k16_at(uint64_t d, int elems, int k) {
-  const uint32_t step = uint32_t((elems + k * 16 * (MN_MAJOR ? MN_BOX : 1)) * 2) >> 4;
-  return (d & 0xFFFFFFFF00000000ull) | (uint32_t(d) + step);
+  return desc_at(d, uint32_t((elems + k * 16 * (MN_MAJOR ? MN_BOX : 1)) * 2));
 }
 // Keeps a value computed once in a register: the compiler otherwise re-forms shared addresses
 // (an S2R of the CTA's cluster slot and its arithmetic) inside the loops that use them.
 __device__ __forceinline__ uint32_t opaque(uint32_t v) {
   asm volatile("" : "+r"(v));
   return v;
+}
+// A descriptor whose address word is kept in a register that way (for desc_at in a loop).
+__device__ __forceinline__ uint64_t opaque_desc(uint64_t d) {
+  return (d & 0xFFFFFFFF00000000ull) | opaque(uint32_t(d));
 }
 
 // Ordering rules for wgmma (PTX ISA, "asynchronous warpgroup level matrix" section):
