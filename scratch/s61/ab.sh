@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 61, one H100: CUDA s15 with its consumer's descriptors, barrier addresses and ring slot
-# formed once (scratch/s61/old/ holds the source before). GPU tests of the new code, compute-
+# formed once (scratch/s61/old/, made by prep.sh, holds the source before). GPU tests of the new code, compute-
 # sanitizer at a ragged shape, then new / old / new / old timings beside cuBLAS (fp8ab.py).
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"

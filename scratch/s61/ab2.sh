@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 61, one H100, timing only: the 128-wide promoted loop (two temporaries) in three forms,
-# old (before this session), new (ring counters) and var_it (new descriptors, stage from it % STAGES),
+# old (before this session), new (ring counters) and var_it (new descriptors, stage from it % STAGES;
+# both made by prep.sh),
 # each built into the cache first, then timed in alternation beside cuBLAS FP8 (fp8ab.py).
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
