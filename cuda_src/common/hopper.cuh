@@ -195,8 +195,9 @@ __device__ __forceinline__ uint64_t desc_k16(const T* tile, int k) {
 // The descriptor of the tile `bytes` (a multiple of 16) past d's: the start-address field (bits
 // 0-13) is linear in the address and, shared memory being below 256 KB, never carries out, so
 // only the low word changes (a 32-bit add). Loops form d once and step it by constants.
+constexpr uint64_t DESC_HI = 0xFFFFFFFF00000000ull;  // the fields a move leaves alone
 __device__ __forceinline__ uint64_t desc_at(uint64_t d, uint32_t bytes) {
-  return (d & 0xFFFFFFFF00000000ull) | (uint32_t(d) + (bytes >> 4));
+  return (d & DESC_HI) | (uint32_t(d) + (bytes >> 4));
 }
 // desc_k16(tile + elems, k) for 2-byte tiles from d = desc_k16(tile, 0).
 template <bool MN_MAJOR>
@@ -211,7 +212,7 @@ __device__ __forceinline__ uint32_t opaque(uint32_t v) {
 }
 // A descriptor whose address word is kept in a register that way (for desc_at in a loop).
 __device__ __forceinline__ uint64_t opaque_desc(uint64_t d) {
-  return (d & 0xFFFFFFFF00000000ull) | opaque(uint32_t(d));
+  return (d & DESC_HI) | opaque(uint32_t(d));
 }
 
 // Ordering rules for wgmma (PTX ISA, "asynchronous warpgroup level matrix" section):
