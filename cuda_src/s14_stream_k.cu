@@ -45,6 +45,9 @@ constexpr int KSUB_SWAP = 4;         // 64-wide k boxes per ring stage, swapped 
                                      // (halved until 3 stages fit): 4 against 1, M <= 128,
                                      // +1.4 points of cuBLAS on average, -2..+5 (log, session 44)
 constexpr int KSUB_AB = 1;           // and not swapped (s13's: one)
+constexpr int KSUB_AB64 = 2;         // but two for the 64-wide one-wave weight tile: 256 x 4096^2
+                                     // 20.3 -> 18.8 us on the H200; at 88-168 wide (3-4 stages
+                                     // left) 1-8% slower (log, session 62)
 constexpr int C_BOX = 64;            // s13's TMA-store epilogue: 64 x 64 boxes, two per consumer
 constexpr int C_CHUNK = WG_M * C_BOX;
 constexpr int C_BUFS = 2;
@@ -108,7 +111,7 @@ constexpr int MN_Q_MIN = 64;
 
 // k boxes per stage for a tile width: the setting above, halved until 3 stages fit.
 constexpr int ksub_for(bool swap, int bn) {
-  int ks = swap ? KSUB_SWAP : KSUB_AB;
+  int ks = swap ? KSUB_SWAP : bn == 64 ? KSUB_AB64 : KSUB_AB;
   while (ks > 1 && 3 * ks * (BM + bn) * BK * 2 + 1024 > SMEM_LIMIT) ks /= 2;
   return ks;
 }

@@ -92,6 +92,8 @@ DECODE_EXTRA = [(16, 4096, 4096), (256, 4096, 4096), (300, 1000, 2056), (1100, 8
                 (304, 1000, 2056), (1104, 8192, 136),
                 # CUDA s14's one-wave weight tiles, 64 / 88 / 112 / 168 rows, ragged N (and M)
                 (250, 4000, 1000), (100, 11001, 520), (120, 14300, 264), (200, 11001, 264),
+                # the 64-row one's two k boxes per stage, the last one wholly past K (15 boxes)
+                (250, 4000, 936),
                 # the same with 16-byte C rows (N % 8 == 0): their staged epilogue, ragged M
                 (100, 11008, 520), (120, 14336, 264), (200, 11008, 264),
                 # Triton s14's wide tiles of 128 + 128 and 128 + 64 + 32 rows

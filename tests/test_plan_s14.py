@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
     const double l2 = atof(argv[i + 3]);
     gemm::Problem<__nv_bfloat16> p{nullptr, nullptr, nullptr, M, N, K, K, K, N, 1.f, 0.f, gemm::Layout::NT};
     const auto pl = s14_stream_k::make_plan(p, %(sms)d, -1, -1, 0, l2);
-    printf("%%d %%d %%d %%.0f %%s %%d %%d %%d %%d %%d\n", M, N, K, l2, s14_stream_k::plan_kind(pl), pl.swap,
-           pl.s.pm, pl.bn, pl.s.sk_tiles, pl.grid);
+    printf("%%d %%d %%d %%.0f %%s %%d %%d %%d %%d %%d %%d\n", M, N, K, l2, s14_stream_k::plan_kind(pl), pl.swap,
+           pl.s.pm, pl.bn, pl.s.sk_tiles, pl.grid, pl.ks);
   }
 }
 """
@@ -31,17 +31,19 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    """plans(shapes, l2=L2) -> {(M, N, K): (kind, swapped, P rows, BN, stream-K tiles, CTAs)}."""
+    """plans(shapes, l2=L2) -> {(M, N, K): (kind, swapped, P rows, BN, stream-K tiles, CTAs)};
+    with ks=True, {(M, N, K): 64-wide k boxes per ring stage} instead."""
     stage = find("cuda", "s14")
     exe = gc.host_program(PROGRAM % {"path": stage.path, "sms": SMS}, tmp_path_factory.mktemp("plan_s14"))
 
-    def run(shapes, l2=L2):
+    def run(shapes, l2=L2, ks=False):
         args = [str(v) for (m, n, k) in shapes for v in (m, n, k, l2)]
         out = subprocess.run([str(exe), *args], capture_output=True, text=True, check=True).stdout
         res = {}
         for line in out.splitlines():
-            m, n, k, _, kind, swap, pm, bn, sk, grid = line.split()
-            res[(int(m), int(n), int(k))] = (kind, bool(int(swap)), int(pm), int(bn), int(sk), int(grid))
+            m, n, k, _, kind, swap, pm, bn, sk, grid, boxes = line.split()
+            res[(int(m), int(n), int(k))] = (int(boxes) if ks else
+                                             (kind, bool(int(swap)), int(pm), int(bn), int(sk), int(grid)))
         return res
     return run
 
@@ -74,6 +76,15 @@ def test_one_wave_weight_tiles(plans):
     assert got[(64, 11008, 4096)][1]              # M <= 64: swapped
     assert got[(128, 11008, 4160)][1]             # 65 k-steps
     assert got[(257, 4096, 4096)][3] == 256       # M > 256
+
+
+def test_k_boxes_per_ring_stage(plans):
+    """Swapped tiles take four 64-wide k boxes per ring stage, the 64-wide one-wave weight tile two,
+    every other unswapped tile one (88-168 wide one-wave tiles: two would leave 3-4 stages)."""
+    got = plans([(16, 4096, 4096), (256, 4096, 4096), (250, 4000, 936), (128, 11008, 4096),
+                 (128, 14336, 4096), (256, 11008, 4096), (2048, 4096, 4096)], ks=True)
+    assert got == {(16, 4096, 4096): 4, (256, 4096, 4096): 2, (250, 4000, 936): 2, (128, 11008, 4096): 1,
+                   (128, 14336, 4096): 1, (256, 11008, 4096): 1, (2048, 4096, 4096): 1}
 
 
 def test_split_lengths_count_64_wide_k_boxes(plans):
