@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 62, one H200: CUDA s14's one-wave weight tiles with two 64-wide k boxes per ring stage
-# (KSUB_AB 2) against one (scratch/s62/old/). Both built into one cache, then old / new / old / new
+# (KSUB_AB 2: scratch/s62/var/, copied to cuda_src/) against one (scratch/s62/old/); prep.sh
+# makes both. Both built into one cache, then old / new / old / new
 # / old / new timing processes beside cuBLAS (wave_ab.py).
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
