@@ -333,7 +333,7 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
 
   // --- tile assignment: this CTA's pieces (tile, k range), from Pieces in both roles ----------
   const int tid = threadIdx.x;
-  const int wg = tid / 128;
+  const int wg = hopper::warp_uniform(tid / 128);
   // ring slot s <- k-step kt of the tile at P row p0, Q tile qt (the producer, thread 0). x's
   // ragged last tile (x_tail > 0: its rows, x K-major) comes through tmap_xt, a box of those rows
   // alone: TMA's zero fill of out-of-bounds rows cost up to 2x the call (129 x 4096 x 4096: 34
@@ -422,15 +422,17 @@ kernel(const __grid_constant__ CUtensorMap tmap_p, const __grid_constant__ CUten
       // --- loop over K: as s13, over this piece's k-steps only ------------------------------
       for (int kt = kb; kt < ke; ++kt, ++it) {
         const unsigned s = unsigned(it) % STAGES;
-        hopper::mbar_wait(full0 + 8 * s, (unsigned(it) / STAGES) & 1);
+        hopper::mbar_wait_warp(full0 + 8 * s, (unsigned(it) / STAGES) & 1);
         hopper::wgmma_fence();
+        // the stage's descriptors, then immediates per wgmma (uniform registers: log, session 63)
+        const uint64_t dPs = hopper::desc_at(dP, s * (S::P_STAGE * 2)), dQs = hopper::desc_at(dQ, s * (S::Q_STAGE * 2));
 #pragma unroll
         for (int u = 0; u < KS; ++u) {
 #pragma unroll
           for (int k = 0; k < BK / 16; ++k)  // K-major: +32 B inside the line; MN-major: +16 lines
-            hopper::Wgmma<T, QN, P_MN, Q_MN>::mma(
-                acc, hopper::desc_k16_at<P_MN>(dP, s * S::P_STAGE + u * PM * BK, k),
-                hopper::desc_k16_at<Q_MN>(dQ, s * S::Q_STAGE + u * Q_TILE, k), kt > kb || u > 0 || k > 0);
+            hopper::Wgmma<T, QN, P_MN, Q_MN>::mma(acc, hopper::desc_k16_at<P_MN>(dPs, u * PM * BK, k),
+                                                  hopper::desc_k16_at<Q_MN>(dQs, u * Q_TILE, k),
+                                                  kt > kb || u > 0 || k > 0);
         }
         hopper::wgmma_commit();
         hopper::wgmma_wait<1>();

@@ -89,6 +89,25 @@ __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
           : "memory");
   } while (!done);
 }
+// The same wait for a whole warp, ended by a vote: the loop's exit is then warp-uniform to the
+// compiler, which can keep what a k-loop around it computes (stage offsets, wgmma descriptors)
+// in uniform registers. Behind the plain wait's per-thread branch, every descriptor went through
+// R2UR moves before each wgmma (s14 log, session 63). All 32 lanes must call it.
+__device__ __forceinline__ void mbar_wait_warp(uint32_t addr, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!__all_sync(0xffffffffu, done));
+}
+// v broadcast from lane 0: the compiler then knows it is warp-uniform (a warpgroup's index from
+// threadIdx, for one).
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   mbar_wait<CLUSTER>(smem_u32(bar), parity);
