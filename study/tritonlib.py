@@ -19,7 +19,7 @@
   (s08, s09, s11) load without masks there.
 - `autotune_do_bench` / `autotune_prune`: let @triton.autotune run under TRITON_INTERPRET=1 on a
   CPU (the interpreter has no device timer: take the first config and time nothing), and time
-  with triton.testing.do_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
+  with study.tunetimer.queued_bench on a GPU. `prune_unaligned`: the configs an unaligned (VEC == 1)
   call may use, where the others would spill registers.
 """
 import triton
@@ -28,6 +28,7 @@ import triton.language as tl
 from study.operands import TRANSPOSED
 from study.tritonepilogue import store_c_in_parts, update_c_in_parts
 from study.tritonlaunch import INTERPRET, cdiv, replay, stored_layout  # noqa: F401 (INTERPRET: stages import it)
+from study.tunetimer import queued_bench
 
 
 @triton.jit
@@ -62,13 +63,12 @@ even_tiles = triton.heuristics({"EVEN": _tiles_divide})
 
 
 def autotune_do_bench(kernel_call, quantiles):
-    """do_bench for @triton.autotune: median device time on a GPU, a no-op timer in the interpreter."""
+    """do_bench for @triton.autotune: GPU time (study.tunetimer), a no-op timer in the interpreter."""
     if INTERPRET:
         kernel_call()  # run once so a bad config still fails loudly
         return [0.0 for _ in quantiles]
-    # 5 ms warm-up + 25 ms of repeats per config: the study tunes ~20 shapes per stage, and
-    # the ranking of configs is stable at this length (their gaps are several percent).
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+    # ~25 ms of repeats per config, each queued behind a GPU spin: no host time in the events
+    return queued_bench(kernel_call, quantiles=quantiles)
 
 
 def autotune_prune(configs, named_args, **kwargs):
