@@ -9,7 +9,7 @@ nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.limit,temperature.gpu --for
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 t0=$(date +%s)
 cp cuda_src/s14_stream_k.cu /tmp/new.cu
-(timeout 240 python3 scratch/s63/var_build.py scratch/s63/old/s14_stream_k.cu s14_stream_k.cu > $OUT/old_build.log 2>&1; echo "old build rc=$?" >> $OUT/old_build.log) &
+(timeout 240 python3 scratch/s62/var_build.py scratch/s63/old/s14_stream_k.cu s14_stream_k.cu > $OUT/old_build.log 2>&1; echo "old build rc=$?" >> $OUT/old_build.log) &
 timeout 240 python3 -c "import study; study.kernel('cuda', 's14')" > $OUT/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - t0 )) s"
 # the Triton side meanwhile: the tunetimer test and tunepick need no CUDA build
 (timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_tunetimer.py > $OUT/tunetimer_test.log 2>&1; echo "rc=$?" >> $OUT/tunetimer_test.log) 
