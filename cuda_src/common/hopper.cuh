@@ -66,36 +66,20 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { mbar_arrive(smem_u3
 // producer starts every ring slot as free by waiting on (phase ^ 1). CLUSTER: acquire at cluster
 // scope, for a phase completed by another CTA of the cluster (st.async's complete_tx releases at
 // cluster scope); the default acquires at CTA scope.
-// The address form takes the barrier's 32-bit shared address, for loops that form it once.
+// The address form takes the barrier's 32-bit shared address, for loops that form it once;
+// mbar_try_wait is one poll (1 once the phase is complete).
 template <bool CLUSTER = false>
-__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+__device__ __forceinline__ uint32_t mbar_try_wait(uint32_t addr, uint32_t parity) {
   uint32_t done;
-  do {
-    if constexpr (CLUSTER)
-      asm volatile(
-          "{\n.reg .pred p;\n"
-          "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(addr), "r"(parity)
-          : "memory");
-    else
-      asm volatile(
-          "{\n.reg .pred p;\n"
-          "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(addr), "r"(parity)
-          : "memory");
-  } while (!done);
-}
-// The same wait for a whole warp, ended by a vote: the loop's exit is then warp-uniform to the
-// compiler, which can keep what a k-loop around it computes (stage offsets, wgmma descriptors)
-// in uniform registers. Behind the plain wait's per-thread branch, every descriptor went through
-// R2UR moves before each wgmma (s14 log, session 63). All 32 lanes must call it.
-__device__ __forceinline__ void mbar_wait_warp(uint32_t addr, uint32_t parity) {
-  uint32_t done;
-  do {
+  if constexpr (CLUSTER)
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  else
     asm volatile(
         "{\n.reg .pred p;\n"
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
@@ -103,15 +87,28 @@ __device__ __forceinline__ void mbar_wait_warp(uint32_t addr, uint32_t parity) {
         : "=r"(done)
         : "r"(addr), "r"(parity)
         : "memory");
-  } while (!__all_sync(0xffffffffu, done));
+  return done;
 }
-// v broadcast from lane 0: the compiler then knows it is warp-uniform (a warpgroup's index from
-// threadIdx, for one).
-__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+template <bool CLUSTER = false>
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  while (!mbar_try_wait<CLUSTER>(addr, parity)) {
+  }
+}
 template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   mbar_wait<CLUSTER>(smem_u32(bar), parity);
 }
+// The same wait for a whole warp, ended by a vote: the loop's exit is then warp-uniform to the
+// compiler, which can keep what a k-loop around it computes (stage offsets, wgmma descriptors)
+// in uniform registers. Behind the plain wait's per-thread branch, every descriptor went through
+// R2UR moves before each wgmma (s14 log, session 63). All 32 lanes must call it.
+__device__ __forceinline__ void mbar_wait_warp(uint32_t addr, uint32_t parity) {
+  while (!__all_sync(0xffffffffu, mbar_try_wait(addr, parity))) {
+  }
+}
+// v broadcast from lane 0: the compiler then knows it is warp-uniform (a warpgroup's index from
+// threadIdx, for one).
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // ---------------------------------------------------------------------------------------------
 // TMA. The tensor map lives in kernel parameter space (__grid_constant__); its generic address
