@@ -19,7 +19,7 @@ for f in funcs:
         tgt = int(m.group(1), 16)
         if tgt >= a or tgt not in addr: continue
         body = [x for _, x in code[addr[tgt]:n + 1]]
-        if not any("HGMMA" in x for x in body): continue
+        if not any("GMMA" in x for x in body): continue
         ops = collections.Counter(re.sub(r"^@!?U?P\w+ ", "", x).split()[0].split(".")[0] for x in body)
-        print(f"  loop {tgt:#x}-{a:#x}: {len(body)} instr, HGMMA {ops['HGMMA']}, R2UR {ops['R2UR']}, "
+        print(f"  loop {tgt:#x}-{a:#x}: {len(body)} instr, GMMA {ops['HGMMA'] + ops['QGMMA']}, R2UR {ops['R2UR']}, "
               f"MOV-like {ops['IMAD'] + ops['MOV']}, " + " ".join(f"{k}:{v}" for k, v in ops.most_common(8)))
