@@ -14,25 +14,27 @@ Here every repeat is enqueued behind a GPU spin, and the spin is checked to outl
 enqueueing. An event after the spin must still be pending when the last repeat has been queued.
 If it is not, the run is repeated with a spin four times longer. The events then time only GPU
 work: the call's kernels, and the copies around them, which are the same for every config.
-Every repeat follows a write of 256 MiB, so its reads come from HBM as in do_bench.
+Every repeat follows the study's L2 flush (harness.L2Flush), so its reads come from HBM.
 """
 from __future__ import annotations
 
 import torch
 
-FLUSH_BYTES = 256 << 20
+from study.harness import L2Flush
+
 FIRST_SPIN_CYCLES = 1_000_000     # ~0.5 ms at 1.98 GHz; x4 per run the host outlasted
 MAX_TRIES = 8
 _flush: dict = {}
 
 
-def _flush_buffer(device: int) -> torch.Tensor:
+def _flush_for(device: int) -> L2Flush:
+    """The study's L2 flush (harness.L2Flush), one per device, made on it."""
     if device not in _flush:
-        _flush[device] = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=f"cuda:{device}")
+        _flush[device] = L2Flush()
     return _flush[device]
 
 
-def _gated_times(call, n: int, spin: int, buf: torch.Tensor) -> list | None:
+def _gated_times(call, n: int, spin: int, flush: L2Flush) -> list | None:
     """n timed repeats queued behind a spin of `spin` cycles, in ms; None if the spin ended
     before the last repeat was queued (host time may be in the readings)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
@@ -40,7 +42,7 @@ def _gated_times(call, n: int, spin: int, buf: torch.Tensor) -> list | None:
     torch.cuda._sleep(spin)
     gate.record()
     for start, end in events:
-        buf.zero_()
+        flush()
         start.record()
         call()
         end.record()
@@ -54,10 +56,10 @@ def queued_bench(call, quantiles=None, rep_ms: float = 25.0, max_reps: int = 50)
     One warm-up call, five repeats to size the run, then rep_ms of repeats (5 to max_reps)."""
     call()
     torch.cuda.synchronize()
-    buf = _flush_buffer(torch.cuda.current_device())
+    flush = _flush_for(torch.cuda.current_device())
     spin, n, sized = FIRST_SPIN_CYCLES, 5, False
     for _ in range(MAX_TRIES):
-        times = _gated_times(call, n, spin, buf)
+        times = _gated_times(call, n, spin, flush)
         if times is None:
             spin *= 4
             continue
