@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Session 64, one GPU: ncu (SpeedOfLight, memory workload, warp state) of ac91521's s14 (old) and the
-# x-multicast variant (mc2.patch, new) at 256 x 11008 x 4096 and 256 x 4096 x 4096, with cuBLAS.
+# Session 64, one GPU: ncu (time, L2 / DRAM / SM throughput, L2 sectors read) of ac91521's s14 (old)
+# and a variant (PATCH, default mc2.patch, the x multicast: new) at 256 x 11008 x 4096 and 256 x 4096 x
+# 4096, with cuBLAS; AB=1: then the old / new A/B x 3 (ab.py).
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 t0=$(date +%s)
-patch -p1 < scratch/s64/mc2.patch; cp cuda_src/s14_stream_k.cu /tmp/new.cu
+patch -p1 < scratch/s64/${PATCH:-mc2.patch}; cp cuda_src/s14_stream_k.cu /tmp/new.cu
 (timeout 240 python3 scratch/s62/var_build.py scratch/s64/old/s14_stream_k.cu s14_stream_k.cu > $OUT/old_build.log 2>&1; echo "old build rc=$?" >> $OUT/old_build.log) &
 timeout 240 python3 -c "import study; study.kernel('cuda', 's14')" > $OUT/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - t0 )) s"
 wait; tail -1 $OUT/old_build.log
@@ -41,3 +42,9 @@ for v in ("old", "new"):
               f"dram%={g('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f} sm%={g('sm__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}",
               f"xbar={g('l1tex__m_xbar2l1tex_read_bytes.sum')/1e6:.0f}MB hit={g('lts__t_sector_hit_rate.pct'):.0f}")
 PY
+[ "${AB:-0}" = 1 ] || exit 0
+for v in new old new old new old; do
+  cp $([ $v = new ] && echo /tmp/new.cu || echo scratch/s64/old/s14_stream_k.cu) cuda_src/s14_stream_k.cu
+  timeout 100 python3 scratch/s64/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
+done
+python3 scratch/s63/summ.py $OUT/ab.log | tee $OUT/ab_summary.txt
