@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 t0=$(date +%s)
-patch -p1 < scratch/s64/${PATCH:-mc2.patch}; cp cuda_src/s14_stream_k.cu /tmp/new.cu
+mkdir -p $OUT; cp scratch/s64/old/s14_stream_k.cu cuda_src/s14_stream_k.cu; patch -p1 < scratch/s64/${PATCH:-mc2.patch}; cp cuda_src/s14_stream_k.cu /tmp/new.cu
 (timeout 240 python3 scratch/s62/var_build.py scratch/s64/old/s14_stream_k.cu s14_stream_k.cu > $OUT/old_build.log 2>&1; echo "old build rc=$?" >> $OUT/old_build.log) &
 timeout 240 python3 -c "import study; study.kernel('cuda', 's14')" > $OUT/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - t0 )) s"
 wait; tail -1 $OUT/old_build.log
