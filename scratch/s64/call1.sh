@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 64, one GPU: CUDA s14 with x multicast in 2-CTA clusters for the one-wave weight tiles (the
 # tree) against ac91521's (scratch/s64/old/, from prep.sh): both built into one cache, then old /
-# new x 3 timing processes beside cuBLAS (ab.py); the tunetimer GPU test (owed since 1848732); then
+# new x 3 timing processes beside cuBLAS (scratch/s63/ab.py, AB_SET=wave); the tunetimer GPU test (owed since 1848732); then
 # the s14 GPU tests.
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
@@ -15,7 +15,7 @@ timeout 240 python3 -c "import study; study.kernel('cuda', 's14')" > $OUT/build.
 wait; tail -1 $OUT/old_build.log; echo "builds + tunetimer test $(( $(date +%s) - t0 )) s"; tail -2 $OUT/tunetimer_test.log
 for v in new old new old new old; do
   cp $([ $v = new ] && echo /tmp/new.cu || echo scratch/s64/old/s14_stream_k.cu) cuda_src/s14_stream_k.cu
-  timeout 100 python3 scratch/s64/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
+  AB_SET=wave timeout 100 python3 scratch/s63/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
 done
 cp /tmp/new.cu cuda_src/s14_stream_k.cu
 python3 scratch/s63/summ.py $OUT/ab.log | tee $OUT/ab_summary.txt

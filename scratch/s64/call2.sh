@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 64, one GPU: weight (first: x) multicast with default-semantic remote arrivals (no MEMBAR.ALL.GPU per
-# k-step): old / new A/B x 3 (ab.py), then the s14 GPU tests beside compute-sanitizer (memcheck,
+# k-step): old / new A/B x 3 (scratch/s63/ab.py, AB_SET=wave), then the s14 GPU tests beside compute-sanitizer (memcheck,
 # synccheck; racecheck in the child mode, bf16) at two multicast shapes.
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
@@ -13,7 +13,7 @@ timeout 240 python3 -c "import study; study.kernel('cuda', 's14')" > $OUT/build.
 wait; tail -1 $OUT/old_build.log
 for v in new old new old new old; do
   cp $([ $v = new ] && echo /tmp/new.cu || echo scratch/s64/old/s14_stream_k.cu) cuda_src/s14_stream_k.cu
-  timeout 100 python3 scratch/s64/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
+  AB_SET=wave timeout 100 python3 scratch/s63/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
 done
 cp /tmp/new.cu cuda_src/s14_stream_k.cu
 python3 scratch/s63/summ.py $OUT/ab.log | tee $OUT/ab_summary.txt

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 64, one GPU: ncu (time, L2 / DRAM / SM throughput, L2 sectors read) of ac91521's s14 (old)
 # and a variant (PATCH, default mc2.patch, the x multicast: new) at 256 x 11008 x 4096 and 256 x 4096 x
-# 4096, with cuBLAS; AB=1: then the old / new A/B x 3 (ab.py).
+# 4096, with cuBLAS; AB=1: then the old / new A/B x 3 (scratch/s63/ab.py, AB_SET=wave).
 cd "$(dirname "$0")/../.."
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $name"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -45,6 +45,6 @@ PY
 [ "${AB:-0}" = 1 ] || exit 0
 for v in new old new old new old; do
   cp $([ $v = new ] && echo /tmp/new.cu || echo scratch/s64/old/s14_stream_k.cu) cuda_src/s14_stream_k.cu
-  timeout 100 python3 scratch/s64/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
+  AB_SET=wave timeout 100 python3 scratch/s63/ab.py $v >> $OUT/ab.log 2>&1; echo "$v rc=$? $(( $(date +%s) - t0 )) s"
 done
 python3 scratch/s63/summ.py $OUT/ab.log | tee $OUT/ab_summary.txt
